@@ -1,0 +1,75 @@
+// The grouped GEMMs of the CUDA backend: the interface between the pipeline
+// (cuda_backend.cpp: route, permute, quantize, combine) and the GEMM kernels
+// (gemm_naive.cu: the simple oracle; gemm_sm80.cu: mma.sync; later gemm_sm90.cu).
+//
+// Row space. Both GEMMs run over a "row space": standard format = the permuted slots
+// (rows of expert e are [begin[e], begin[e] + count[e]), experts one after another);
+// batched format = e * M + r. GEMM 1 reads A row `a_gather[r]` (standard: the token
+// index; batched: nullptr = r itself); GEMM 2 reads h row r. Outputs are indexed by r.
+//
+// Numerics (SPEC §4, "exact"): e2m1 x e4m3 (or x e8m0) is exact in bf16, so weight
+// tiles are dequantized to bf16 without rounding, multiplied with bf16 activations on
+// tensor cores with fp32 accumulation, and the fp32 global scales (weight dq_scale x
+// activation dq_scale) are applied once to the fp32 sum.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "backend.hpp"
+
+namespace fp4moe::cuda {
+
+// Weights on the device in the GEMM kernels' private layout (documented in
+// weights_cuda.cu next to its index functions). Built once by upload_weights.
+class DeviceWeights {
+ public:
+  virtual ~DeviceWeights() = default;
+  virtual size_t bytes() const = 0;  // device memory held
+};
+std::unique_ptr<DeviceWeights> upload_weights(const detail::HostWeights& w, int device);
+
+struct ExpertRows {
+  const int32_t* begin = nullptr;    // device [E_local]: first row of expert e
+  const int32_t* count = nullptr;    // device [E_local]: rows of expert e (0 allowed)
+  int64_t rows_bound = 0;            // host: upper bound on sum(count) (T*k, or E_local*M)
+  int64_t row_space = 0;             // host: size of the row space (outputs have this many rows)
+};
+
+struct Gemm1Args {
+  ExpertRows rows;
+  // A, one of: bf16 rows [*, H] (W4A16, MXFP4), or NVFP4 rows (W4A4: data [*, H/2],
+  // linear e4m3 scales [*, H/16], dq_scale a_dq).
+  const uint16_t* a_bf16 = nullptr;
+  const uint8_t* a_fp4 = nullptr;
+  const uint8_t* a_scale = nullptr;
+  float a_dq = 1.0f;
+  const int32_t* a_gather = nullptr; // device [row_space] source row of A, or nullptr (identity)
+  // h = act(gate, up) (+ biases), one of: bf16 [row_space, I], or NVFP4 requantized with
+  // q_scale h_gs (W4A4: data [row_space, I/2], linear e4m3 scales [row_space, I/16]).
+  uint16_t* h_bf16 = nullptr;
+  uint8_t* h_fp4 = nullptr;
+  uint8_t* h_scale = nullptr;
+  float h_gs = 1.0f;
+};
+
+struct Gemm2Args {
+  ExpertRows rows;
+  // A = h, as written by gemm1 (bf16, or NVFP4 with dq_scale a_dq).
+  const uint16_t* a_bf16 = nullptr;
+  const uint8_t* a_fp4 = nullptr;
+  const uint8_t* a_scale = nullptr;
+  float a_dq = 1.0f;
+  float* y = nullptr;                // [row_space, H] fp32 (+ w2 bias); rows of no expert untouched
+};
+
+enum class GemmPath { naive, fast };
+// FP4MOE_GEMM=naive forces the simple kernels; otherwise the fastest compiled path.
+GemmPath gemm_path();
+
+void gemm1(const DeviceWeights& w, const Gemm1Args& args, GemmPath path, cudaStream_t stream);
+void gemm2(const DeviceWeights& w, const Gemm2Args& args, GemmPath path, cudaStream_t stream);
+
+}  // namespace fp4moe::cuda
