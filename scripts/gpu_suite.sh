@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The whole GPU suite, run on the GPU machine from the repository root:
+#   bash scripts/gpu_suite.sh [stages...]    stages: tests sanitize bench python (default: all)
+# Binaries come prebuilt (scripts/build_gpu_carry.sh puts them in .carry/bin), or are built
+# here into build-gpu when .carry/bin is absent. Logs go to $OUT (or ./gpu-out).
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+BIN=.carry/bin
+stages=${*:-tests sanitize bench python}
+status=0
+summary=()
+
+note() { summary+=("$1"); echo "== $1"; }
+
+if [ ! -x "$BIN/fp4moe_tests" ]; then
+  cmake -S . -B build-gpu -G Ninja -DFP4MOE_CUDA_ARCHS=90a -DFP4MOE_CLI=OFF >"$OUT/configure.log" 2>&1 &&
+    ninja -C build-gpu fp4moe_tests >"$OUT/build.log" 2>&1 || { note "build FAILED"; tail -30 "$OUT/build.log"; exit 1; }
+  BIN=build-gpu
+fi
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
+
+for stage in $stages; do
+  case $stage in
+    tests)
+      timeout 900 "$BIN/fp4moe_tests" --gtest_brief=1 >"$OUT/tests.log" 2>&1
+      rc=$?
+      grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/tests.log" | tail -40
+      grep -E "^\[  FAILED  \]" "$OUT/tests.log" | head -40
+      note "tests rc=$rc $(grep -cE '^\[       OK \]' "$OUT/tests.log") ok, $(grep -E '^\[  PASSED  \]' "$OUT/tests.log")"
+      [ $rc -eq 0 ] || status=1 ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        timeout 1200 compute-sanitizer --tool $tool --error-exitcode 9 \
+          "$BIN/fp4moe_tests" --gtest_filter="${SANITIZE_FILTER:-Cuda*:-*FullSize*}" --gtest_brief=1 \
+          >"$OUT/$tool.log" 2>&1
+        rc=$?
+        tail -5 "$OUT/$tool.log"
+        note "$tool rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1)"
+        [ $rc -eq 0 ] || status=1
+      done ;;
+    bench)
+      if [ -x "$BIN/fp4moe" ]; then
+        timeout 900 "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} --tokens ${BENCH_TOKENS:-1,32,512} --check \
+          --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -v '\r' | tail -25
+        rc=${PIPESTATUS[0]}
+        note "bench rc=$rc"
+        [ $rc -eq 0 ] || status=1
+      else
+        note "bench skipped: no fp4moe binary"
+      fi ;;
+    python)
+      if [ -f pyproject.toml ]; then
+        (python3 -m pip install --no-build-isolation --no-deps -q . \
+            -Ccmake.define.FP4MOE_CUDA_ARCHS=90a -Cbuild-dir=build-py >"$OUT/pip.log" 2>&1 &&
+          cd /tmp && timeout 900 python3 -m pytest -q "$OLDPWD/tests/python" >"$OUT/pytest.log" 2>&1)
+        rc=$?
+        tail -15 "$OUT/pytest.log" 2>/dev/null || tail -30 "$OUT/pip.log"
+        note "python rc=$rc $(tail -1 "$OUT/pytest.log" 2>/dev/null)"
+        [ $rc -eq 0 ] || status=1
+      fi ;;
+  esac
+done
+echo
+echo "==== GPU suite summary"
+printf '%s\n' "${summary[@]}"
+exit $status

@@ -1,0 +1,207 @@
+// The public format functions on tensors (fp4moe.hpp, SPEC §2): validate every argument,
+// then run the host-array loops of quant.hpp. CPU tensors only: CUDA tensors are
+// refused with ErrorKind::unsupported.
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "api/validate.hpp"
+#include "backend.hpp"
+#include "format/quant.hpp"
+#include "fp4moe/format.h"
+#include "fp4moe/fp4moe.hpp"
+
+namespace fp4moe {
+namespace {
+
+using detail::expect_disjoint;
+using detail::expect_tensor;
+using detail::fail_got;
+using detail::fail_tensor;
+using detail::Place;
+
+const std::vector<DType> kActTypes = {DType::f32, DType::bf16, DType::f16};
+const std::vector<DType> kScaleTypes = {DType::u8, DType::e4m3, DType::e8m0};
+
+std::vector<int64_t> shape_of(const TensorView& t) { return {t.shape, t.shape + t.ndim}; }
+
+// Leading dims of t (all but the last) followed by `last`.
+std::vector<int64_t> with_last(const TensorView& t, int64_t last) {
+  std::vector<int64_t> s = shape_of(t);
+  s.back() = last;
+  return s;
+}
+
+// Product of all dims but the last.
+int64_t rows_of(const TensorView& t) {
+  int64_t r = 1;
+  for (int i = 0; i + 1 < t.ndim; ++i) r *= t.shape[i];
+  return r;
+}
+
+void expect_host(const char* fn, const char* arg, const TensorView& t) {
+  if (t.present() && t.device == DeviceType::cuda)
+    detail::fail(ErrorKind::unsupported,
+                 std::string(fn) + ": " + arg + ": CUDA tensors are not supported here; copy to the host");
+}
+
+// The tensor whose shape defines the others': checked on its own (rank in
+// [min_dims, kMaxDims], dtype, host, contiguous, element count that fits the index
+// arithmetic) and with `need` describing it in messages.
+void expect_leading(const char* fn, const char* arg, const TensorView& t, const std::vector<DType>& dtypes,
+                    int min_dims, int max_dims, const std::string& need) {
+  if (!t.present() || t.ndim < min_dims || t.ndim > max_dims) fail_tensor(fn, arg, t, need);
+  expect_host(fn, arg, t);
+  int64_t n = 1;
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.shape[d] < 0 || __builtin_mul_overflow(n, t.shape[d], &n) || n > (int64_t(1) << 48))
+      fail_tensor(fn, arg, t, need + " with at most 2^48 elements");
+  expect_tensor(fn, arg, t, dtypes, shape_of(t), Place::cpu());
+}
+
+void expect_global_scale(const char* fn, const char* arg, float v) {
+  if (std::isfinite(v) && v > 0.0f) return;
+  char got[32];
+  std::snprintf(got, sizeof got, "%g", double(v));
+  fail_got(fn, arg, got, "a finite value > 0");
+}
+
+// quantize's x [..., K], data u8 [..., K/2], scale [..., K/block]; returns K.
+int64_t check_quantize(const char* fn, const TensorView& x, const TensorView& data, const TensorView& scale,
+                       int block, DType scale_dtype) {
+  const std::string need_x = "f32|bf16|f16[..., K] with K % " + std::to_string(block) + " == 0";
+  expect_leading(fn, "x", x, kActTypes, 1, TensorView::kMaxDims, need_x);
+  const int64_t K = x.shape[x.ndim - 1];
+  if (K % block != 0) fail_tensor(fn, "x", x, need_x);
+  expect_host(fn, "data", data);
+  expect_tensor(fn, "data", data, DType::u8, with_last(x, K / 2), Place::cpu());
+  expect_host(fn, "scale", scale);
+  expect_tensor(fn, "scale", scale, scale_dtype, with_last(x, K / block), Place::cpu());
+  expect_disjoint(fn, "data", data, "x", x);
+  expect_disjoint(fn, "scale", scale, "x", x);
+  expect_disjoint(fn, "scale", scale, "data", data);
+  return K;
+}
+
+// dequantize's data u8 [..., K/2], scale [..., K/block], out [..., K]; returns K.
+int64_t check_dequantize(const char* fn, const TensorView& data, const TensorView& scale, const TensorView& out,
+                         int block, DType scale_dtype) {
+  const std::string need_data = "u8[..., K/2] with K % " + std::to_string(block) + " == 0";
+  expect_leading(fn, "data", data, {DType::u8}, 1, TensorView::kMaxDims, need_data);
+  const int64_t K = 2 * data.shape[data.ndim - 1];
+  if (K % block != 0) fail_tensor(fn, "data", data, need_data);
+  expect_host(fn, "scale", scale);
+  expect_tensor(fn, "scale", scale, scale_dtype, with_last(data, K / block), Place::cpu());
+  expect_host(fn, "out", out);
+  expect_tensor(fn, "out", out, kActTypes, with_last(data, K), Place::cpu());
+  expect_disjoint(fn, "out", out, "data", data);
+  expect_disjoint(fn, "out", out, "scale", scale);
+  return K;
+}
+
+// Runs rows_fn(src f32 rows, first row, row count) over x: f32 tensors whole, bf16/f16
+// one row at a time through an fp32 copy.
+template <class RowsFn>
+void for_f32_rows(const TensorView& x, int64_t K, RowsFn rows_fn) {
+  const int64_t rows = rows_of(x);
+  if (x.dtype == DType::f32) {
+    rows_fn(static_cast<const float*>(x.data), int64_t(0), rows);
+    return;
+  }
+  std::vector<float> row(static_cast<size_t>(K));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < K; ++i) row[size_t(i)] = detail::read_activation(x.data, x.dtype, r * K + i);
+    rows_fn(row.data(), r, int64_t(1));
+  }
+}
+
+// Runs rows_fn(first row, row count, f32 dst) and stores the result in out's dtype.
+template <class RowsFn>
+void to_out_rows(const TensorView& out, int64_t K, RowsFn rows_fn) {
+  const int64_t rows = rows_of(out);
+  if (out.dtype == DType::f32) {
+    rows_fn(int64_t(0), rows, static_cast<float*>(out.data));
+    return;
+  }
+  std::vector<float> row(static_cast<size_t>(K));
+  for (int64_t r = 0; r < rows; ++r) {
+    rows_fn(r, int64_t(1), row.data());
+    for (int64_t i = 0; i < K; ++i) detail::write_activation(out.data, out.dtype, r * K + i, row[size_t(i)]);
+  }
+}
+
+// A linear scale [B..., R, C] and its swizzled form [B..., Rp * Cp].
+void check_swizzle(const char* fn, const TensorView& scale, const TensorView& swizzled) {
+  expect_leading(fn, "scale", scale, kScaleTypes, 2, TensorView::kMaxDims, "u8|e4m3|e8m0[..., R, C]");
+  const int64_t R = scale.shape[scale.ndim - 2], C = scale.shape[scale.ndim - 1];
+  std::vector<int64_t> need(scale.shape, scale.shape + scale.ndim - 1);
+  need.back() = swizzle_pad_rows(R) * swizzle_pad_cols(C);
+  expect_host(fn, "swizzled", swizzled);
+  expect_tensor(fn, "swizzled", swizzled, kScaleTypes, need, Place::cpu());
+  expect_disjoint(fn, "swizzled", swizzled, "scale", scale);
+}
+
+}  // namespace
+
+void quantize_nvfp4(const TensorView& x, float q_scale, const TensorView& data, const TensorView& scale) {
+  const char* fn = "quantize_nvfp4";
+  const int64_t K = check_quantize(fn, x, data, scale, kNvfp4Block, DType::e4m3);
+  expect_global_scale(fn, "q_scale", q_scale);
+  auto* d = static_cast<uint8_t*>(data.data);
+  auto* s = static_cast<uint8_t*>(scale.data);
+  for_f32_rows(x, K, [&](const float* src, int64_t r0, int64_t n) {
+    detail::nvfp4_quantize_rows(src, n, K, q_scale, d + r0 * (K / 2), s + r0 * (K / kNvfp4Block));
+  });
+}
+
+void dequantize_nvfp4(const TensorView& data, const TensorView& scale, float dq_scale, const TensorView& out) {
+  const char* fn = "dequantize_nvfp4";
+  const int64_t K = check_dequantize(fn, data, scale, out, kNvfp4Block, DType::e4m3);
+  expect_global_scale(fn, "dq_scale", dq_scale);
+  const auto* d = static_cast<const uint8_t*>(data.data);
+  const auto* s = static_cast<const uint8_t*>(scale.data);
+  to_out_rows(out, K, [&](int64_t r0, int64_t n, float* dst) {
+    detail::nvfp4_dequantize_rows(d + r0 * (K / 2), s + r0 * (K / kNvfp4Block), n, K, dq_scale, dst);
+  });
+}
+
+void quantize_mxfp4(const TensorView& x, const TensorView& data, const TensorView& scale) {
+  const char* fn = "quantize_mxfp4";
+  const int64_t K = check_quantize(fn, x, data, scale, kMxfp4Block, DType::e8m0);
+  auto* d = static_cast<uint8_t*>(data.data);
+  auto* s = static_cast<uint8_t*>(scale.data);
+  for_f32_rows(x, K, [&](const float* src, int64_t r0, int64_t n) {
+    detail::mxfp4_quantize_rows(src, n, K, d + r0 * (K / 2), s + r0 * (K / kMxfp4Block));
+  });
+}
+
+void dequantize_mxfp4(const TensorView& data, const TensorView& scale, const TensorView& out) {
+  const char* fn = "dequantize_mxfp4";
+  const int64_t K = check_dequantize(fn, data, scale, out, kMxfp4Block, DType::e8m0);
+  const auto* d = static_cast<const uint8_t*>(data.data);
+  const auto* s = static_cast<const uint8_t*>(scale.data);
+  to_out_rows(out, K, [&](int64_t r0, int64_t n, float* dst) {
+    detail::mxfp4_dequantize_rows(d + r0 * (K / 2), s + r0 * (K / kMxfp4Block), n, K, dst);
+  });
+}
+
+void swizzle_scales(const TensorView& scale, const TensorView& swizzled) {
+  check_swizzle("swizzle_scales", scale, swizzled);
+  const int64_t R = scale.shape[scale.ndim - 2], C = scale.shape[scale.ndim - 1];
+  const int64_t mats = rows_of(swizzled), padded = swizzle_pad_rows(R) * swizzle_pad_cols(C);
+  const auto* in = static_cast<const uint8_t*>(scale.data);
+  auto* out = static_cast<uint8_t*>(swizzled.data);
+  for (int64_t m = 0; m < mats; ++m) detail::swizzle_scale_matrix(in + m * R * C, R, C, out + m * padded);
+}
+
+void unswizzle_scales(const TensorView& swizzled, const TensorView& scale) {
+  check_swizzle("unswizzle_scales", scale, swizzled);
+  const int64_t R = scale.shape[scale.ndim - 2], C = scale.shape[scale.ndim - 1];
+  const int64_t mats = rows_of(swizzled), padded = swizzle_pad_rows(R) * swizzle_pad_cols(C);
+  const auto* in = static_cast<const uint8_t*>(swizzled.data);
+  auto* out = static_cast<uint8_t*>(scale.data);
+  for (int64_t m = 0; m < mats; ++m) detail::unswizzle_scale_matrix(in + m * padded, R, C, out + m * R * C);
+}
+
+}  // namespace fp4moe
