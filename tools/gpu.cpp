@@ -1,0 +1,210 @@
+#include "gpu.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#if defined(FP4MOE_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace fp4moe::cli {
+namespace {
+
+[[noreturn]] void no_cuda(const char* what) {
+  throw Error(ErrorKind::unsupported, std::string(what) + ": this build of fp4moe has no CUDA");
+}
+
+#if defined(FP4MOE_WITH_CUDA)
+void check(cudaError_t e, const char* call) {
+  if (e != cudaSuccess)
+    throw Error(ErrorKind::device, std::string(call) + " failed: " + cudaGetErrorString(e));
+}
+#define CLI_CUDA(call) check((call), #call)
+#endif
+
+}  // namespace
+
+Buffer::Buffer(DeviceType device, int device_id, size_t bytes)
+    : device_(device), device_id_(device_id), bytes_(bytes) {
+  if (bytes == 0) return;
+  if (device == DeviceType::cpu) {
+    ptr_ = ::operator new(bytes);
+    return;
+  }
+#if defined(FP4MOE_WITH_CUDA)
+  CLI_CUDA(cudaSetDevice(device_id));
+  CLI_CUDA(cudaMalloc(&ptr_, bytes));
+#else
+  no_cuda("Buffer");
+#endif
+}
+
+Buffer::Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    device_ = o.device_;
+    device_id_ = o.device_id_;
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+Buffer::~Buffer() { release(); }
+
+void Buffer::release() {
+  if (!ptr_) return;
+  if (device_ == DeviceType::cpu) ::operator delete(ptr_);
+#if defined(FP4MOE_WITH_CUDA)
+  else cudaFree(ptr_);  // a failure here has nowhere to go; the process is ending or moving on
+#endif
+  ptr_ = nullptr;
+}
+
+void Buffer::upload(const void* src, size_t bytes) {
+  if (bytes > bytes_) throw Error(ErrorKind::invalid_argument, "Buffer::upload: more bytes than allocated");
+  if (bytes == 0) return;
+  if (device_ == DeviceType::cpu) {
+    std::memcpy(ptr_, src, bytes);
+    return;
+  }
+#if defined(FP4MOE_WITH_CUDA)
+  CLI_CUDA(cudaMemcpy(ptr_, src, bytes, cudaMemcpyHostToDevice));
+#endif
+}
+
+void Buffer::download(void* dst, size_t bytes) const {
+  if (bytes > bytes_) throw Error(ErrorKind::invalid_argument, "Buffer::download: more bytes than allocated");
+  if (bytes == 0) return;
+  if (device_ == DeviceType::cpu) {
+    std::memcpy(dst, ptr_, bytes);
+    return;
+  }
+#if defined(FP4MOE_WITH_CUDA)
+  CLI_CUDA(cudaDeviceSynchronize());
+  CLI_CUDA(cudaMemcpy(dst, ptr_, bytes, cudaMemcpyDeviceToHost));
+#endif
+}
+
+void Buffer::fill(uint8_t byte) {
+  if (bytes_ == 0) return;
+  if (device_ == DeviceType::cpu) {
+    std::memset(ptr_, byte, bytes_);
+    return;
+  }
+#if defined(FP4MOE_WITH_CUDA)
+  CLI_CUDA(cudaMemset(ptr_, byte, bytes_));
+  CLI_CUDA(cudaDeviceSynchronize());
+#endif
+}
+
+TensorView Buffer::view(DType dtype, std::initializer_list<int64_t> shape) const {
+  return TensorView::of(ptr_, dtype, shape, device_, device_id_);
+}
+
+bool cuda_mem_info(int device, size_t* free_bytes, size_t* total_bytes) {
+#if defined(FP4MOE_WITH_CUDA)
+  if (cudaSetDevice(device) != cudaSuccess) return (void)cudaGetLastError(), false;
+  if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) return (void)cudaGetLastError(), false;
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string cuda_device_name(int device) {
+#if defined(FP4MOE_WITH_CUDA)
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return (void)cudaGetLastError(), "unknown";
+  return p.name;
+#else
+  return "none";
+#endif
+}
+
+std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
+                              int warmup, int iters, std::string* note) {
+#if defined(FP4MOE_WITH_CUDA)
+  CLI_CUDA(cudaSetDevice(device));
+  cudaStream_t stream;
+  CLI_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<cudaGraphExec_t> execs(variants, nullptr);
+  // Capture one graph per variant; any failure falls back to direct launches.
+  bool graphs = true;
+  for (int v = 0; v < variants && graphs; ++v) {
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      graphs = false;
+      break;
+    }
+    std::string why;
+    try {
+      launch(v, stream);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    if (!why.empty() || end != cudaSuccess || !graph) {
+      graphs = false;
+      if (note) *note = "CUDA graph capture failed (" + (why.empty() ? std::string(cudaGetErrorString(end)) : why) +
+                        "); timed direct launches";
+    } else if (cudaGraphInstantiate(&execs[v], graph, 0) != cudaSuccess) {
+      graphs = false;
+      if (note) *note = "cudaGraphInstantiate failed; timed direct launches";
+    }
+    if (graph) cudaGraphDestroy(graph);
+  }
+  (void)cudaGetLastError();  // clear a capture error so the direct path starts clean
+  auto run = [&](int v) {
+    if (graphs) CLI_CUDA(cudaGraphLaunch(execs[v], stream));
+    else launch(v, stream);
+  };
+  for (int i = 0; i < warmup; ++i) run(i % variants);
+  CLI_CUDA(cudaStreamSynchronize(stream));
+  std::vector<cudaEvent_t> ev(2 * size_t(iters));
+  for (auto& e : ev) CLI_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < iters; ++i) {
+    CLI_CUDA(cudaEventRecord(ev[2 * i], stream));
+    run(i % variants);
+    CLI_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
+  }
+  CLI_CUDA(cudaStreamSynchronize(stream));
+  std::vector<double> us(iters);
+  for (int i = 0; i < iters; ++i) {
+    float ms = 0;
+    CLI_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+    us[i] = double(ms) * 1e3;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  for (auto& x : execs)
+    if (x) cudaGraphExecDestroy(x);
+  CLI_CUDA(cudaStreamDestroy(stream));
+  return us;
+#else
+  no_cuda("time_cuda");
+#endif
+}
+
+std::vector<double> time_cpu(int variants, const std::function<void(int)>& run, int warmup, int iters) {
+  for (int i = 0; i < warmup; ++i) run(i % variants);
+  std::vector<double> us(iters);
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run(i % variants);
+    const auto t1 = std::chrono::steady_clock::now();
+    us[i] = std::chrono::duration<double, std::micro>(t1 - t0).count();
+  }
+  return us;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace fp4moe::cli

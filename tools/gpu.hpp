@@ -1,0 +1,58 @@
+// What the CLI needs from the CUDA runtime, behind a header that compiles without it:
+// buffers on either device, memory queries, and timing by CUDA graph replay.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fp4moe/fp4moe.hpp"
+
+namespace fp4moe::cli {
+
+// An owning byte buffer on the host or a CUDA device. Every CUDA call is checked and
+// throws fp4moe::Error(device) naming it.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(DeviceType device, int device_id, size_t bytes);
+  Buffer(Buffer&&) noexcept;
+  Buffer& operator=(Buffer&&) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  void* data() const { return ptr_; }
+  size_t size() const { return bytes_; }
+  void upload(const void* src, size_t bytes);
+  void download(void* dst, size_t bytes) const;
+  void fill(uint8_t byte);
+  TensorView view(DType dtype, std::initializer_list<int64_t> shape) const;
+
+ private:
+  void release();
+  DeviceType device_ = DeviceType::cpu;
+  int device_id_ = 0;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// cudaMemGetInfo on `device`; false when this build has no CUDA or the query fails.
+bool cuda_mem_info(int device, size_t* free_bytes, size_t* total_bytes);
+std::string cuda_device_name(int device);
+
+// Launches `launch(variant, stream)` round-robin over `variants`, `warmup` times then
+// `iters` times, and returns each timed launch in µs. Each variant is captured into a
+// CUDA graph once and replayed, timed with a pair of events; when capture fails (a
+// backend that synchronises inside forward) the launches run directly and *note* says so.
+std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
+                              int warmup, int iters, std::string* note);
+
+// Same on the host with std::chrono.
+std::vector<double> time_cpu(int variants, const std::function<void(int)>& run, int warmup, int iters);
+
+double median(std::vector<double> v);
+
+}  // namespace fp4moe::cli
