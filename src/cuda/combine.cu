@@ -1,0 +1,135 @@
+// Combine and batched writeback (pipeline.hpp): fp32 GEMM-2 rows -> the caller's out.
+//
+// Combine is the reference's loop order exactly (src/reference/reference.cpp):
+//   acc = 0; for j in 0..k-1 with a valid slot: acc = acc + w_j * y_j   (two roundings)
+//   out = round_out(accumulate ? out + acc : acc)
+// written with __fmul_rn/__fadd_rn so nvcc cannot contract it into an fma. One thread
+// owns 4 consecutive columns of one token; nothing is shared, so the result does not
+// depend on scheduling.
+#include <cstdint>
+
+#include "cuda/common/check.hpp"
+#include "cuda/pipeline.hpp"
+#include "fp4moe/format.h"
+
+namespace fp4moe::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kCols = 4;  // columns per thread; H % 16 == 0 so rows hold whole groups
+
+__device__ __forceinline__ void load4(const float* p, float (&v)[kCols]) {
+  const float4 q = *reinterpret_cast<const float4*>(p);  // y rows are 16-byte aligned
+  v[0] = q.x;
+  v[1] = q.y;
+  v[2] = q.z;
+  v[3] = q.w;
+}
+
+// out dtype: 0 f32, 1 bf16, 2 f16. Columns c..c+3 of a row at `o`.
+__device__ __forceinline__ void read_out(const void* o, int dt, float (&v)[kCols]) {
+  if (dt == 0) {
+    const float* p = static_cast<const float*>(o);
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) v[i] = p[i];
+  } else {
+    const uint16_t* p = static_cast<const uint16_t*>(o);
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) v[i] = dt == 1 ? bf16_to_f32(p[i]) : f16_to_f32(p[i]);
+  }
+}
+
+__device__ __forceinline__ void write_out(void* o, int dt, const float (&v)[kCols]) {
+  if (dt == 0) {
+    float* p = static_cast<float*>(o);
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) p[i] = v[i];
+  } else {
+    uint16_t* p = static_cast<uint16_t*>(o);
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) p[i] = dt == 1 ? bf16_from_f32(v[i]) : f16_from_f32(v[i]);
+  }
+}
+
+struct CombineKernelArgs {
+  const float* y;
+  const int32_t* slot_row;
+  const float* w;  // (T, k) or nullptr
+  int64_t T, k, H;
+  void* out;
+  int dt;
+  int64_t out_stride;
+  size_t esize;
+  bool accumulate;
+};
+
+// grid (T, ceil(H / (4 * kThreads)))
+__global__ void __launch_bounds__(kThreads) combine_kernel(CombineKernelArgs a) {
+  const int64_t t = blockIdx.x;
+  const int64_t c = (int64_t(blockIdx.y) * kThreads + threadIdx.x) * kCols;
+  if (c >= a.H) return;
+  float acc[kCols] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t j = 0; j < a.k; ++j) {
+    const int32_t row = a.slot_row[t * a.k + j];
+    if (row < 0) continue;  // no expert or not local: contributes exactly 0
+    const float wj = a.w ? a.w[t * a.k + j] : 1.0f;
+    float y[kCols];
+    load4(a.y + int64_t(row) * a.H + c, y);
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) acc[i] = __fadd_rn(acc[i], __fmul_rn(wj, y[i]));
+  }
+  void* o = static_cast<char*>(a.out) + size_t(t * a.out_stride + c) * a.esize;
+  if (a.accumulate) {
+    float old[kCols];
+    read_out(o, a.dt, old);
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) acc[i] = __fadd_rn(old[i], acc[i]);
+  }
+  write_out(o, a.dt, acc);
+}
+
+// grid (E_local * M, ceil(H / (4 * kThreads))); rows past their expert's count untouched.
+__global__ void __launch_bounds__(kThreads) writeback_kernel(const float* __restrict__ y,
+                                                             const int32_t* __restrict__ count, int64_t M,
+                                                             int64_t H, void* out, int dt, size_t esize) {
+  const int64_t row = blockIdx.x;
+  const int64_t c = (int64_t(blockIdx.y) * kThreads + threadIdx.x) * kCols;
+  if (c >= H) return;
+  if (row % M >= int64_t(count[row / M])) return;
+  float v[kCols];
+  load4(y + row * H + c, v);
+  write_out(static_cast<char*>(out) + size_t(row * H + c) * esize, dt, v);
+}
+
+int out_code(DType t) {
+  switch (t) {
+    case DType::f32: return 0;
+    case DType::bf16: return 1;
+    case DType::f16: return 2;
+    default: detail::fail_arg(std::string("out: dtype: got ") + dtype_name(t) + ", need f32|bf16|f16");
+  }
+}
+
+}  // namespace
+
+void combine(const CombineArgs& a, cudaStream_t stream) {
+  if (a.T <= 0 || a.H <= 0) return;
+  if (a.H % kCols != 0) detail::fail_arg("combine: H: got " + std::to_string(a.H) + ", need a multiple of 4");
+  CombineKernelArgs k{a.y, a.slot_row, a.topk_weights, a.T, a.k, a.H, a.out, out_code(a.out_dtype),
+                      a.out_stride, dtype_size(a.out_dtype), a.accumulate};
+  const dim3 grid(unsigned(a.T), unsigned((a.H + kCols * kThreads - 1) / (kCols * kThreads)));
+  combine_kernel<<<grid, kThreads, 0, stream>>>(k);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+void batched_writeback(const float* y, const int32_t* count, int64_t num_local, int64_t M, int64_t H, void* out,
+                       DType out_dtype, cudaStream_t stream) {
+  const int64_t rows = num_local * M;
+  if (rows <= 0 || H <= 0) return;
+  if (H % kCols != 0) detail::fail_arg("batched out: H: got " + std::to_string(H) + ", need a multiple of 4");
+  const dim3 grid(unsigned(rows), unsigned((H + kCols * kThreads - 1) / (kCols * kThreads)));
+  writeback_kernel<<<grid, kThreads, 0, stream>>>(y, count, M, H, out, out_code(out_dtype), dtype_size(out_dtype));
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fp4moe::cuda

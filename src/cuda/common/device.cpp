@@ -1,0 +1,83 @@
+#include "cuda/common/device.hpp"
+
+#include <cuda_runtime.h>
+
+#include "cuda/pipeline.hpp"
+
+#ifndef FP4MOE_CUDA_ARCH_LIST
+#define FP4MOE_CUDA_ARCH_LIST "unknown"
+#endif
+
+namespace fp4moe::cuda {
+namespace {
+
+std::string error_text(cudaError_t err) {
+  return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+}
+
+}  // namespace
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // leave no sticky error for the next caller
+    return 0;
+  }
+  return n;
+}
+
+std::string why_no_device(int device) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err == cudaErrorNoDevice || (err == cudaSuccess && n == 0)) {
+    (void)cudaGetLastError();
+    return "no CUDA device";
+  }
+  if (err == cudaErrorInsufficientDriver) {
+    (void)cudaGetLastError();
+    return "no usable CUDA driver (" + error_text(err) + ")";
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "the CUDA runtime cannot start (" + error_text(err) + ")";
+  }
+  if (device < 0 || device >= n)
+    return "CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(n) + " visible)";
+  return "";
+}
+
+int compute_capability(int device) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return major * 10 + minor;
+}
+
+const char* compiled_archs() { return FP4MOE_CUDA_ARCH_LIST; }
+
+std::string why_no_kernel_image(int device) {
+  if (std::string why = why_no_device(device); !why.empty()) return why;
+  int prev = 0;
+  if (cudaError_t err = cudaGetDevice(&prev); err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "cudaGetDevice failed (" + error_text(err) + ")";
+  }
+  if (cudaError_t err = cudaSetDevice(device); err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "cudaSetDevice(" + std::to_string(device) + ") failed (" + error_text(err) + ")";
+  }
+  const cudaError_t err = probe_kernel_image();
+  (void)cudaGetLastError();
+  (void)cudaSetDevice(prev);
+  if (err == cudaSuccess) return "";
+  const int cc = compute_capability(device);
+  if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice)
+    return "no kernel image for sm_" + std::to_string(cc) + " in this build (compiled: " + compiled_archs() + ")";
+  return "CUDA device " + std::to_string(device) + " (sm_" + std::to_string(cc) + ") cannot run this build's kernels (" +
+         error_text(err) + ")";
+}
+
+}  // namespace fp4moe::cuda

@@ -1,0 +1,28 @@
+// Arch queries for the CUDA backend: what devices are visible and whether this build
+// carries a kernel image they can run. None of these throw: they answer the backend
+// selection ladder, which must work on machines without a GPU or driver.
+#pragma once
+
+#include <string>
+
+namespace fp4moe::cuda {
+
+// Visible CUDA devices; 0 when there is no driver or no device.
+int device_count();
+
+// "" when the CUDA runtime works and `device` exists, else why not ("no CUDA device",
+// or the runtime's error name and string).
+std::string why_no_device(int device);
+
+// "" when `device` can run this build's kernels, else why not:
+// "no kernel image for sm_XY in this build (compiled: sm_80,sm_90a,...)".
+// Probes with cudaFuncGetAttributes on a pipeline kernel; restores the current device.
+std::string why_no_kernel_image(int device);
+
+// Compute capability as major * 10 + minor, or -1 when it cannot be read.
+int compute_capability(int device);
+
+// The -gencode list this build was compiled with, e.g. "sm_80,sm_90a,sm_100,compute_100".
+const char* compiled_archs();
+
+}  // namespace fp4moe::cuda

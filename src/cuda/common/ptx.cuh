@@ -1,0 +1,76 @@
+// PTX wrappers, each named after its instruction (PTX ISA 8.x sections cited), plus the
+// bit tricks that turn e2m1 codes into bf16 operands. Everything here exists on sm_80,
+// sm_90 and sm_100 alike.
+#pragma once
+
+#include <cstdint>
+
+namespace fp4moe::cuda::ptx {
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (§9.7.14.5.8): D = A * B + D.
+// A: 4 regs of bf16x2 (rows g / g+8, k 2t.. and 2t+8..), B: 2 regs (k 2t.., 2t+8..; col g),
+// C/D: rows g (c0, c1) and g+8 (c2, c3), cols 2t, 2t+1; g = lane / 4, t = lane % 4.
+__device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                  uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ldmatrix.sync.aligned.m8n8.x4.shared.b16 (§9.7.14.5.15): lanes 8i..8i+7 give the row
+// addresses of matrix i; register i receives row lane/4, elements 2*(lane%4), +1 of matrix i.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem_row) {
+  const uint32_t a = uint32_t(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// cp.async.cg.shared.global [dst], [src], 16, src_size (§9.7.9.25): src_size 0 fills zeros.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  const uint32_t d = uint32_t(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(gmem), "r"(valid ? 16 : 0));
+}
+// cp.async.ca.shared.global [dst], [src], 8, src_size (8-byte copies may not use .cg).
+__device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool valid) {
+  const uint32_t d = uint32_t(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(gmem), "r"(valid ? 8 : 0));
+}
+__device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// fma.rn.bf16x2 d, a, b, -0 (§9.7.4.1; subnormals are supported, no flush): the exact
+// product when it is representable, which is how it is used here.
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+}
+
+// Two e2m1 codes, at bits 12-15 and 28-31 of q, as a bf16x2 (low half from bits 12-15)
+// with values e2m1 * 2^-126: sign to bit 15, the 3 magnitude bits (exponent 2, mantissa 1)
+// to bits 8-6, i.e. the low exponent bits and the top mantissa bit of a bf16. Code 1 lands
+// as the subnormal 2^-127, codes 2..7 as normals (1 + m/2) * 2^(e-1-126).
+__device__ __forceinline__ uint32_t e2m1x2_top_nibbles_to_bf16x2(uint32_t q) {
+  return (q & 0x80008000u) | ((q & 0x70007000u) >> 6);
+}
+
+// An e4m3 code as the bf16 e4m3 * 2^118 (exact: < 2^127, >= 2^109). The code's 7 value
+// bits placed under the fp32 sign make e4m3 * 2^-120 (subnormal codes included, as fp32
+// subnormals); two exact power-of-two scalings give * 2^238.
+__device__ __forceinline__ float e4m3_times_2p118(uint32_t code) {
+  const float v = __uint_as_float(((code & 0x7Fu) << 20) | ((code & 0x80u) << 24));
+  return (v * 0x1p120f) * 0x1p118f;
+}
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  uint32_t d;  // cvt.rn.bf16x2.f32 d, hi, lo (§9.7.9.21): first source goes to the upper half
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
+}  // namespace fp4moe::cuda::ptx

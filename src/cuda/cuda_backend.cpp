@@ -1,0 +1,363 @@
+// The "cuda" backend: route/permute/quantize/combine (pipeline.hpp) around the grouped
+// GEMMs (gemm.hpp). Forward is a fixed sequence of launches on the caller's stream:
+// no host synchronisation, no allocation (the caller's workspace holds everything),
+// so it can be captured in a CUDA graph; results are bit-identical run to run.
+//
+// standard:  memset status | permute (1 or 3 kernels) | A prep (0-1) | gemm1 | gemm2 | combine
+// batched:   memset status | clamp counts | A prep (0-1) | gemm1 | gemm2 | writeback
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "cuda/common/check.hpp"
+#include "cuda/common/device.hpp"
+#include "cuda/gemm.hpp"
+#include "cuda/pipeline.hpp"
+
+namespace fp4moe::detail {
+namespace {
+
+using cuda::GemmPath;
+
+// Makes `device` current for a scope and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    FP4MOE_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != device) FP4MOE_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() {
+    int now = prev_;
+    if (cudaGetDevice(&now) == cudaSuccess && now != prev_) (void)cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
+// One cudaMalloc'd array, freed on its device.
+class DeviceArray {
+ public:
+  DeviceArray(const void* host, size_t bytes, int device) : device_(device) {
+    DeviceGuard g(device);
+    FP4MOE_CUDA_CHECK(cudaMalloc(&ptr_, std::max<size_t>(bytes, 1)));
+    if (bytes) FP4MOE_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
+  }
+  ~DeviceArray() {
+    int prev = 0;
+    if (cudaGetDevice(&prev) != cudaSuccess) return;
+    (void)cudaSetDevice(device_);
+    (void)cudaFree(ptr_);
+    (void)cudaSetDevice(prev);
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  template <class T>
+  const T* as() const { return static_cast<const T*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  int device_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Workspace layout. One function computes it for the size queries and for forward.
+// Sections in this order, each starting on a 256-byte boundary (byte offsets):
+//   status     uint32                      device error bits (pipeline.hpp kStatus*)
+//   begin      int32 (E_local)             first row of each expert in the row space
+//   count      int32 (E_local)             rows of each expert
+//   scratch    int32 (permute_scratch)     per-chunk expert offsets  (standard only)
+//   row_token  int32 (T*k)                 permuted position -> token (standard only)
+//   slot_row   int32 (T*k)                 slot t*k+j -> permuted position or -1 (standard only)
+//   a_bf16     bf16 (A_rows, H)            W4A16: GEMM-1 input when x is not usable as is
+//   a_fp4      u8 (A_rows, H/2)            W4A4: GEMM-1 input, two e2m1 per byte
+//   a_scale    e4m3 (A_rows, H/16)         W4A4: its linear block scales
+//   h_bf16     bf16 (rows, I)              W4A16: act(gate, up)
+//   h_fp4      u8 (rows, I/2)              W4A4: act(gate, up) requantized
+//   h_scale    e4m3 (rows, I/16)           W4A4
+//   y          f32 (rows, H)               GEMM-2 output, one row per routed slot
+// standard: A_rows = T, rows = T*k; batched: A_rows = rows = E_local*M (row e*M + r).
+// No work (T == 0 or M == 0) needs no workspace: size 0.
+// ---------------------------------------------------------------------------
+struct Layout {
+  size_t status = 0, begin = 0, count = 0, scratch = 0, row_token = 0, slot_row = 0;
+  size_t a_bf16 = 0, a_fp4 = 0, a_scale = 0, h_bf16 = 0, h_fp4 = 0, h_scale = 0, y = 0;
+  size_t total = 0;
+};
+
+Layout layout(const LayerDesc& d, int64_t num_local, int64_t a_rows, int64_t rows, int64_t slots) {
+  Layout l;
+  if (rows <= 0) return l;
+  const bool w4a4 = d.act_quant == ActQuant::nvfp4;
+  const size_t H = size_t(d.hidden), I = size_t(d.intermediate);
+  size_t at = 0;
+  auto take = [&at](size_t bytes) {
+    const size_t here = at;
+    at += (bytes + 255) / 256 * 256;
+    return here;
+  };
+  l.status = take(sizeof(uint32_t));
+  l.begin = take(size_t(num_local) * 4);
+  l.count = take(size_t(num_local) * 4);
+  l.scratch = take(size_t(cuda::permute_scratch_ints(slots, num_local)) * 4 * (slots > 0));
+  l.row_token = take(size_t(slots) * 4);
+  l.slot_row = take(size_t(slots) * 4);
+  l.a_bf16 = take(w4a4 ? 0 : size_t(a_rows) * H * 2);
+  l.a_fp4 = take(w4a4 ? size_t(a_rows) * H / 2 : 0);
+  l.a_scale = take(w4a4 ? size_t(a_rows) * H / 16 : 0);
+  l.h_bf16 = take(w4a4 ? 0 : size_t(rows) * I * 2);
+  l.h_fp4 = take(w4a4 ? size_t(rows) * I / 2 : 0);
+  l.h_scale = take(w4a4 ? size_t(rows) * I / 16 : 0);
+  l.y = take(size_t(rows) * H * 4);
+  l.total = at;
+  return l;
+}
+
+template <class T>
+T* at(const TensorView& ws, size_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(ws.data) + offset);
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(std::shared_ptr<const HostWeights> w, int dev) : w_(std::move(w)) {
+    desc = w_->desc;
+    num_local = w_->num_local;
+    name = "cuda";
+    device = DeviceType::cuda;
+    device_id = dev;
+    path_ = cuda::gemm_path();
+    dw_ = cuda::upload_weights(*w_, dev);
+    // expert_map (E) int32 global -> local or -1; identity when the checkpoint had none
+    std::vector<int32_t> map = w_->expert_map;
+    if (map.empty()) {
+      map.resize(size_t(desc.num_experts));
+      for (size_t e = 0; e < map.size(); ++e) map[e] = int32_t(e);
+    }
+    map_ = std::make_unique<DeviceArray>(map.data(), map.size() * 4, dev);
+  }
+
+  size_t workspace_size(int64_t T) const override {
+    return layout(desc, num_local, T, T * desc.top_k, T * desc.top_k).total;
+  }
+  size_t batched_workspace_size(int64_t M) const override {
+    return layout(desc, num_local, num_local * M, num_local * M, 0).total;
+  }
+
+  void forward(const ForwardArgs& args) const override {
+    const TensorView& X = args.hidden_states;
+    const int64_t T = X.shape[0], H = desc.hidden, k = args.topk_ids.shape[1];
+    if (T == 0) return;
+    if (args.apply_router_weight_on_input && k != 1)
+      fail(ErrorKind::unsupported, "forward: apply_router_weight_on_input: got top_k " + std::to_string(k) +
+                                       ", need top_k == 1 on the cuda backend");
+    const Layout l = layout(desc, num_local, T, T * k, T * k);
+    const TensorView& ws = args.workspace;
+    auto stream = static_cast<cudaStream_t>(args.stream);
+    DeviceGuard guard(device_id);
+
+    uint32_t* status = at<uint32_t>(ws, l.status);
+    FP4MOE_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(uint32_t), stream));
+
+    cuda::PermuteArgs p;
+    p.topk_ids = static_cast<const int32_t*>(args.topk_ids.data);
+    p.expert_map = map_->as<int32_t>();
+    p.T = T;
+    p.k = k;
+    p.E = desc.num_experts;
+    p.num_local = num_local;
+    p.status = status;
+    p.begin = at<int32_t>(ws, l.begin);
+    p.count = at<int32_t>(ws, l.count);
+    p.row_token = at<int32_t>(ws, l.row_token);
+    p.slot_row = at<int32_t>(ws, l.slot_row);
+    p.scratch = at<int32_t>(ws, l.scratch);
+    cuda::permute(p, stream);
+
+    const cuda::ExpertRows rows{p.begin, p.count, T * k, T * k};
+    cuda::Gemm1Args g1;
+    g1.rows = rows;
+    g1.a_gather = p.row_token;
+    cuda::ActRows src;
+    src.x = X.data;
+    src.dtype = X.dtype;
+    src.rows = T;
+    src.K = H;
+    src.row_stride = X.stride[0];
+    if (args.apply_router_weight_on_input) {
+      src.row_weight = static_cast<const float*>(args.topk_weights.data);  // k == 1: row t's weight
+      src.weight_stride = 1;
+    }
+    prepare_a(src, l, ws, g1, stream);
+    set_h(l, ws, g1);
+    cuda::gemm1(*dw_, g1, path_, stream);
+
+    cuda::Gemm2Args g2 = gemm2_args(rows, l, ws);
+    cuda::gemm2(*dw_, g2, path_, stream);
+
+    cuda::CombineArgs c;
+    c.y = g2.y;
+    c.slot_row = p.slot_row;
+    c.topk_weights = args.apply_router_weight_on_input ? nullptr : static_cast<const float*>(args.topk_weights.data);
+    c.T = T;
+    c.k = k;
+    c.H = H;
+    c.out = args.out.data;
+    c.out_dtype = args.out.dtype;
+    c.out_stride = args.out.stride[0];
+    c.accumulate = args.accumulate;
+    cuda::combine(c, stream);
+  }
+
+  void forward_batched(const BatchedArgs& args) const override {
+    const TensorView& X = args.hidden_states;
+    const int64_t L = num_local, M = X.shape[1], H = desc.hidden;
+    if (M == 0 || L == 0) return;
+    const bool w4a4 = desc.act_quant == ActQuant::nvfp4;
+    const bool x_fp4 = X.dtype == DType::u8;
+    if (x_fp4 && !w4a4)
+      fail_arg("forward_batched: hidden_states: got NVFP4 data (u8), need bf16|f16|f32 for a W4A16 layer");
+    const Layout l = layout(desc, L, L * M, L * M, 0);
+    const TensorView& ws = args.workspace;
+    auto stream = static_cast<cudaStream_t>(args.stream);
+    DeviceGuard guard(device_id);
+
+    uint32_t* status = at<uint32_t>(ws, l.status);
+    FP4MOE_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(uint32_t), stream));
+    int32_t* begin = at<int32_t>(ws, l.begin);
+    int32_t* count = at<int32_t>(ws, l.count);
+    cuda::batched_rows(static_cast<const int32_t*>(args.expert_num_tokens.data), L, M, status, begin, count, stream);
+
+    const cuda::ExpertRows rows{begin, count, L * M, L * M};
+    cuda::Gemm1Args g1;
+    g1.rows = rows;
+    if (x_fp4) {
+      // already NVFP4 with the layer's activation scale (what W4A4 dispatch sends)
+      g1.a_fp4 = static_cast<const uint8_t*>(X.data);
+      g1.a_scale = static_cast<const uint8_t*>(args.hidden_scale.data);
+      g1.a_dq = w_->a13_dq;
+    } else {
+      cuda::ActRows src;
+      src.x = X.data;
+      src.dtype = X.dtype;
+      src.rows = L * M;
+      src.K = H;
+      src.row_stride = H;  // contiguous [E_local, M, H] (validated by the API)
+      src.group_count = count;
+      src.M = M;
+      prepare_a(src, l, ws, g1, stream);
+    }
+    set_h(l, ws, g1);
+    cuda::gemm1(*dw_, g1, path_, stream);
+    cuda::Gemm2Args g2 = gemm2_args(rows, l, ws);
+    cuda::gemm2(*dw_, g2, path_, stream);
+    cuda::batched_writeback(g2.y, count, L, M, H, args.out.data, args.out.dtype, stream);
+  }
+
+  void check_device_errors(const TensorView& workspace, void* stream_ptr) const override {
+    if (!workspace.present() || workspace.data == nullptr || workspace.nbytes() < sizeof(uint32_t)) return;
+    auto stream = static_cast<cudaStream_t>(stream_ptr);
+    DeviceGuard guard(device_id);
+    uint32_t* status = static_cast<uint32_t*>(workspace.data);  // Layout::status is offset 0
+    uint32_t bits = 0;
+    FP4MOE_CUDA_CHECK(cudaMemcpyAsync(&bits, status, sizeof(bits), cudaMemcpyDeviceToHost, stream));
+    FP4MOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (bits == 0) return;
+    FP4MOE_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(uint32_t), stream));
+    FP4MOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (bits & cuda::kStatusBadId)
+      fail_arg("topk_ids: a value outside [-1, " + std::to_string(desc.num_experts) +
+               ") was seen on the device (those slots were treated as -1)");
+    if (bits & cuda::kStatusCountOverM)
+      fail_arg("expert_num_tokens: a count above max_tokens M was seen on the device (clamped to M)");
+    fail_arg("expert_num_tokens: a negative count was seen on the device (treated as 0)");
+  }
+
+ private:
+  // GEMM-1 input: NVFP4 (W4A4), x itself (bf16, unweighted), or x converted to bf16.
+  void prepare_a(const cuda::ActRows& src, const Layout& l, const TensorView& ws, cuda::Gemm1Args& g1,
+                 cudaStream_t stream) const {
+    if (desc.act_quant == ActQuant::nvfp4) {
+      uint8_t* data = at<uint8_t>(ws, l.a_fp4);
+      uint8_t* scale = at<uint8_t>(ws, l.a_scale);
+      cuda::act_to_nvfp4(src, 1.0f / w_->a13_dq, data, scale, stream);
+      g1.a_fp4 = data;
+      g1.a_scale = scale;
+      g1.a_dq = w_->a13_dq;
+    } else if (src.dtype == DType::bf16 && !src.row_weight && src.row_stride == src.K) {
+      g1.a_bf16 = static_cast<const uint16_t*>(src.x);
+    } else {
+      uint16_t* a = at<uint16_t>(ws, l.a_bf16);
+      cuda::act_to_bf16(src, a, stream);
+      g1.a_bf16 = a;
+    }
+  }
+
+  void set_h(const Layout& l, const TensorView& ws, cuda::Gemm1Args& g1) const {
+    if (desc.act_quant == ActQuant::nvfp4) {
+      g1.h_fp4 = at<uint8_t>(ws, l.h_fp4);
+      g1.h_scale = at<uint8_t>(ws, l.h_scale);
+      g1.h_gs = 1.0f / w_->a2_dq;
+    } else {
+      g1.h_bf16 = at<uint16_t>(ws, l.h_bf16);
+    }
+  }
+
+  cuda::Gemm2Args gemm2_args(const cuda::ExpertRows& rows, const Layout& l, const TensorView& ws) const {
+    cuda::Gemm2Args g2;
+    g2.rows = rows;
+    if (desc.act_quant == ActQuant::nvfp4) {
+      g2.a_fp4 = at<uint8_t>(ws, l.h_fp4);
+      g2.a_scale = at<uint8_t>(ws, l.h_scale);
+      g2.a_dq = w_->a2_dq;
+    } else {
+      g2.a_bf16 = at<uint16_t>(ws, l.h_bf16);
+    }
+    g2.y = at<float>(ws, l.y);
+    return g2;
+  }
+
+  std::shared_ptr<const HostWeights> w_;
+  GemmPath path_ = GemmPath::fast;
+  std::unique_ptr<cuda::DeviceWeights> dw_;
+  std::unique_ptr<DeviceArray> map_;
+};
+
+std::string cuda_why_not_here() {
+  try {
+    int dev = 0;
+    if (std::string why = cuda::why_no_device(0); !why.empty()) return why;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      dev = 0;
+    }
+    return cuda::why_no_kernel_image(dev);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+std::string cuda_why_not_for(const LayerDesc&) { return ""; }
+
+std::unique_ptr<Backend> cuda_create(std::shared_ptr<const HostWeights> w, const PrepareOptions& options) {
+  int dev = options.device;
+  if (dev < 0) FP4MOE_CUDA_CHECK(cudaGetDevice(&dev));
+  if (std::string why = cuda::why_no_kernel_image(dev); !why.empty())
+    fail(ErrorKind::unsupported, "backend cuda: device " + std::to_string(dev) + ": " + why);
+  DeviceGuard guard(dev);
+  return std::make_unique<CudaBackend>(std::move(w), dev);
+}
+
+}  // namespace
+
+BackendEntry cuda_backend_entry() {
+  return BackendEntry{"cuda", DeviceType::cuda, &cuda_why_not_here, &cuda_why_not_for,
+                      "a CUDA device with a kernel image in this build", &cuda_create};
+}
+
+}  // namespace fp4moe::detail

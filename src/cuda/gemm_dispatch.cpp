@@ -1,0 +1,69 @@
+// gemm_path(), and gemm1 / gemm2: check what the kernels rely on, then route to the
+// naive kernels (gemm_naive.cu) or the mma.sync kernels (gemm_sm80.cu).
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cuda/gemm_internal.hpp"
+
+namespace fp4moe::cuda {
+
+GemmPath gemm_path() {
+  const char* v = std::getenv("FP4MOE_GEMM");
+  return (v && std::strcmp(v, "naive") == 0) ? GemmPath::naive : GemmPath::fast;
+}
+
+namespace {
+
+void check_rows(const char* fn, const ExpertRows& rows) {
+  if (rows.rows_bound < 0 || rows.row_space < 0)
+    detail::fail_arg(std::string(fn) + ": rows: got rows_bound " + std::to_string(rows.rows_bound) +
+                     ", row_space " + std::to_string(rows.row_space) + ", need >= 0");
+  if (rows.rows_bound > 0 && (!rows.begin || !rows.count))
+    detail::fail_arg(std::string(fn) + ": rows.begin/rows.count: got a null pointer, need device arrays [E_local]");
+}
+
+// The A operand: bf16 rows, or NVFP4 data + scales; never both, never neither.
+void check_a(const char* fn, const uint16_t* bf16, const uint8_t* fp4, const uint8_t* scale, float dq,
+             GemmPath path) {
+  const std::string f = fn;
+  if ((bf16 != nullptr) == (fp4 != nullptr))
+    detail::fail_arg(f + ": a_bf16/a_fp4: got " + (bf16 ? "both" : "neither") + ", need exactly one");
+  if (fp4 && !scale) detail::fail_arg(f + ": a_scale: got nullptr with a_fp4, need e4m3 scales [*, K/16]");
+  if (!std::isfinite(dq) || dq <= 0.0f) detail::fail_arg(f + ": a_dq: got " + std::to_string(dq) + ", need finite > 0");
+  // The mma.sync path copies A with 16-byte (bf16) or 8-byte (NVFP4 data) cp.async.
+  if (path == GemmPath::fast) {
+    if (bf16 && reinterpret_cast<uintptr_t>(bf16) % 16)
+      detail::fail_arg(f + ": a_bf16: got an address not 16-byte aligned, need 16-byte alignment");
+    if (fp4 && reinterpret_cast<uintptr_t>(fp4) % 8)
+      detail::fail_arg(f + ": a_fp4: got an address not 8-byte aligned, need 8-byte alignment");
+  }
+}
+
+}  // namespace
+
+void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStream_t stream) {
+  const auto& w = static_cast<const CudaWeights&>(dw);
+  check_rows("gemm1", a.rows);
+  check_a("gemm1", a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, path);
+  if (!a.h_bf16 && !a.h_fp4) detail::fail_arg("gemm1: h_bf16/h_fp4: got neither, need at least one output");
+  if (a.h_fp4 && (!a.h_scale || !std::isfinite(a.h_gs) || a.h_gs <= 0.0f))
+    detail::fail_arg("gemm1: h_scale/h_gs: got " + std::string(a.h_scale ? "" : "no h_scale, ") + "h_gs " +
+                     std::to_string(a.h_gs) + ", need e4m3 scales [row_space, I/16] and a finite h_gs > 0");
+  if (a.rows.rows_bound == 0) return;
+  if (path == GemmPath::naive) naive_gemm1(w, a, stream);
+  else sm80_gemm1(w, a, stream);
+}
+
+void gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStream_t stream) {
+  const auto& w = static_cast<const CudaWeights&>(dw);
+  check_rows("gemm2", a.rows);
+  check_a("gemm2", a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, path);
+  if (!a.y) detail::fail_arg("gemm2: y: got nullptr, need fp32 [row_space, H]");
+  if (a.rows.rows_bound == 0) return;
+  if (path == GemmPath::naive) naive_gemm2(w, a, stream);
+  else sm80_gemm2(w, a, stream);
+}
+
+}  // namespace fp4moe::cuda

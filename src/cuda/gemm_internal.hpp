@@ -1,0 +1,145 @@
+// Internals of the CUDA grouped GEMMs shared by weights_cuda.cu (which builds the
+// layout), gemm_naive.cu and gemm_sm80.cu (which read it) and gemm_dispatch.cpp.
+// Host-includable: the index functions are FP4MOE_HD (host and device).
+//
+// ---------------------------------------------------------------------------
+// The fragment layout of one weight matrix set (w13 or w2), E experts of N x K
+// ---------------------------------------------------------------------------
+// Rows are in *device order* n'. w2: n' = n. w13: gate and up rows are interleaved in
+// groups of 8 so that one MMA tile of 16 rows holds gate_i and up_i of the same 8 i:
+//   n' = (i / 8) * 16 + (up ? 8 : 0) + i % 8                       (w13_device_row)
+// so the GEMM-1 epilogue finds gate (accumulator rows g) and up (rows g + 8) of one i in
+// the same thread, and 16 consecutive i (one NVFP4 block of h) in one warp's 32 rows.
+//
+// K is padded to Kp = ceil(K / 64) * 64 with zero codes. The matrix is cut into
+// fragment blocks of 16 rows x 64 k (512 bytes), ordered (expert, n' / 16, k / 64):
+//   q: uint32 words [E][N/16][Kp/64][lane 32][kk 4]                 (frag_nibble)
+// Word (lane, kk) holds the 8 e2m1 values lane needs for the A operand of
+// mma.m16n8k16 over k-step kk (PTX ISA, "Matrix Fragments for mma.m16n8k16", .bf16 A):
+// with g = lane / 4, t = lane % 4, register a_j (j = 0..3) holds rows
+// (g, g+8, g, g+8)[j] and k = 2t + (j >= 2 ? 8 : 0) + {0, 1}. Element (a_j, low) sits at
+// bits [12-4j, 15-4j], (a_j, high) at bits [28-4j, 31-4j]: shifting the word left by 4
+// between registers, bits 12-15 / 28-31 are always the ones decoded (see ptx.cuh
+// e2m1x2_top_nibbles_to_bf16x2). One lane's 4 words (16 bytes) cover k-steps 0..3, so
+// a warp loads a whole fragment block with one coalesced 16-byte load per lane.
+//
+// Scales: SB = 16 * 64 / block bytes per fragment block, same block order, inside
+//   [g 8][c 64/block][half 2]        c = (k % 64) / block, half = (n' % 16) / 8
+// so lane reads its 2 * 64/block bytes (rows g and g+8 of every scale column) at once.
+// NVFP4: the e4m3 code as given. MXFP4: the biased bf16 exponent of the folded scale
+// S = 2^(c_e8m0 - cmax[e] + 126), i.e. code' = c_e8m0 - cmax[e] + 253 (see below).
+//
+// Scale folding (exactness, SPEC §4). Kernels multiply e2m1 * 2^-126 (the raw nibble
+// placed in a bf16's exponent/mantissa bits) by a bf16 S and get w * 2^-F exactly, with
+// F = 8 for NVFP4 (S = e4m3 * 2^118 < 2^127) and F = cmax[e] - 127 for MXFP4 (cmax the
+// largest e8m0 code of a non-zero block of expert e: S = 2^(c - cmax + 126) <= 2^126).
+// The fp32 sum is multiplied by epi[e] = 2^F * w_dq[e] (exact power-of-two fold).
+// MXFP4 needs cmax - c <= 125 over non-zero blocks so that every product stays a normal
+// bf16; upload_weights rejects an expert that spans more (no real checkpoint does).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "cuda/gemm.hpp"
+#include "fp4moe/format.h"
+
+namespace fp4moe::cuda {
+
+inline constexpr int kFragRows = 16;    // rows per fragment block (the MMA's M)
+inline constexpr int kFragK = 64;       // k per fragment block (4 MMA k-steps)
+inline constexpr int kFragWords = 128;  // 16 x 64 e2m1 = 512 bytes = 128 uint32
+inline constexpr int kNvfp4Fold = 8;    // F for NVFP4 weights (and W4A4 activations)
+inline constexpr int kMxMaxSpan = 125;  // largest cmax - c an MXFP4 expert may span
+
+// One weight matrix set on the device, as the kernels see it.
+struct WeightMatrix {
+  const uint32_t* q = nullptr;     // [E][N/16][Kp/64][32][4] fragment words
+  const uint8_t* scale = nullptr;  // [E][N/16][Kp/64][SB] folded scale codes
+  const float* epi = nullptr;      // [E] 2^F[e] * w_dq[e]
+  const float* bias = nullptr;     // [E, N] canonical row order (concat for w13), or nullptr
+  int64_t num_experts = 0;
+  int N = 0, K = 0, Kp = 0;        // device rows, logical K, padded K
+  int block = 16;                  // 16: e4m3 scale codes; 32: MX exponent codes
+};
+
+FP4MOE_HD int frag_scale_bytes(int block) { return kFragRows * kFragK / block; }
+FP4MOE_HD int64_t frag_block_index(int64_t e, int64_t n, int64_t k, int N, int Kp) {
+  return (e * (N / kFragRows) + n / kFragRows) * (Kp / kFragK) + k / kFragK;
+}
+// Device row of gate (up = false) or up row i of w13.
+FP4MOE_HD int64_t w13_device_row(int64_t i, bool up) { return (i / 8) * 16 + (up ? 8 : 0) + i % 8; }
+
+struct NibbleAt {
+  int64_t word;  // index into WeightMatrix::q
+  int shift;     // the e2m1 code is (q[word] >> shift) & 15
+};
+// Where the code of (expert e, device row n, k) lives.
+FP4MOE_HD NibbleAt frag_nibble(int64_t e, int64_t n, int64_t k, int N, int Kp) {
+  const int r = int(n % 16), c = int(k % 16), kk = int((k % 64) / 16);
+  const int lane = (r % 8) * 4 + (c % 8) / 2;
+  const int j = (r / 8) + 2 * (c / 8);
+  const int shift = (c % 2) ? 28 - 4 * j : 12 - 4 * j;
+  return {frag_block_index(e, n, k, N, Kp) * kFragWords + lane * 4 + kk, shift};
+}
+// Byte index of the scale of (expert e, device row n, k).
+FP4MOE_HD int64_t frag_scale(int64_t e, int64_t n, int64_t k, int N, int Kp, int block) {
+  const int cols = kFragK / block;
+  const int r = int(n % 16), c = int((k % 64) / block);
+  return frag_block_index(e, n, k, N, Kp) * frag_scale_bytes(block) + (r % 8) * (2 * cols) + c * 2 + r / 8;
+}
+// Value of a folded scale code: scale * 2^-F (see above). Exact in fp32.
+FP4MOE_HD float folded_scale(uint8_t code, int block) {
+  if (block == 16) return e4m3_to_f32(code) * exp2i(-kNvfp4Fold);
+  return exp2i(int(code) - 253);  // codes are >= 128 by construction: >= 2^-125
+}
+
+// h = act(g, u) of SPEC §4 in fp32 (before the bf16 rounding).
+FP4MOE_HD float gemm1_activation(float g, float u, Activation act, float alpha, float limit) {
+  if (act == Activation::silu) return g * portable_sigmoidf(g) * u;
+  g = fminf(g, limit);
+  u = fminf(fmaxf(u, -limit), limit);
+  return (u + 1.0f) * g * portable_sigmoidf(alpha * g);
+}
+
+// The device weights: the only DeviceWeights implementation.
+class CudaWeights final : public DeviceWeights {
+ public:
+  ~CudaWeights() override;
+  size_t bytes() const override { return bytes_; }
+
+  LayerDesc desc;
+  int device = 0;
+  WeightMatrix w13;  // N = 2I (interleaved), K = H
+  WeightMatrix w2;   // N = H, K = I
+  void* allocations[8] = {};
+  size_t bytes_ = 0;
+};
+
+// Internal launchers (arguments already validated by gemm_dispatch.cpp).
+void naive_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
+void naive_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+void sm80_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
+void sm80_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// mma.sync path configuration (gemm_sm80.cu): a host function, testable without a GPU.
+// ---------------------------------------------------------------------------
+struct Gemm80Problem {
+  int64_t rows_bound = 0;   // upper bound on the rows of all experts together
+  int64_t num_experts = 0;  // E_local
+  int N = 0, K = 0;         // device rows, K
+};
+struct Gemm80Config {
+  int token_tile = 8;       // tokens per CTA: 8 * n8 tiles per warp (8, 16 or 32)
+  int row_tile = 128;       // weight rows per CTA (4 warps x 32)
+  int64_t grid_x = 0;       // row tiles
+  int64_t tiles = 0;        // bound on (expert, token tile) pairs: sum ceil(count / token_tile)
+  int64_t grid_y = 0;       // min(tiles, 65535): CTAs loop over the tile slots
+  std::string why;
+};
+Gemm80Config choose_config(const Gemm80Problem& p);
+
+}  // namespace fp4moe::cuda

@@ -1,0 +1,125 @@
+// The simple grouped GEMMs: one thread per (row, output), a plain K loop that decodes
+// every weight with format.h through the layout's index functions. Slow and obviously
+// right; kept as the second oracle for gemm_sm80.cu and as the way in for newcomers.
+//
+// Rows: thread slot p in [0, rows_bound) is the p-th row of all experts taken in expert
+// order; it finds its expert by walking count[] (E_local <= a few hundred). No host sync.
+#include "cuda/common/check.hpp"
+#include "cuda/gemm_internal.hpp"
+
+namespace fp4moe::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+
+// Row r of slot p, and its expert; false when p is past the rows of all experts.
+__device__ bool find_row(const ExpertRows& rows, int64_t num_experts, int64_t p, int& expert, int64_t& r) {
+  int64_t seen = 0;
+  for (int e = 0; e < num_experts; ++e) {
+    const int64_t c = max(rows.count[e], 0);
+    if (p < seen + c) {
+      expert = e;
+      r = rows.begin[e] + (p - seen);
+      return true;
+    }
+    seen += c;
+  }
+  return false;
+}
+
+// Activation element k of A row `row`: bf16, or NVFP4 without its dq_scale.
+__device__ float a_elem(const uint16_t* a_bf16, const uint8_t* a_fp4, const uint8_t* a_scale, int64_t row,
+                        int K, int k) {
+  if (a_bf16) return bf16_to_f32(a_bf16[row * K + k]);
+  const uint8_t code = unpack_e2m1(a_fp4[row * (K / 2) + k / 2], k & 1);
+  return e2m1_to_f32(code) * e4m3_to_f32(a_scale[row * (K / 16) + k / 16]);
+}
+
+// sum_k a_k * W[e][n, k] * 2^-F (exact products, fp32 sum in k order).
+__device__ float dot_row(const WeightMatrix& w, int e, int64_t n, const uint16_t* a_bf16, const uint8_t* a_fp4,
+                         const uint8_t* a_scale, int64_t a_row) {
+  float acc = 0.0f;
+  for (int k = 0; k < w.K; ++k) {
+    const NibbleAt at = frag_nibble(e, n, k, w.N, w.Kp);
+    const uint8_t code = uint8_t((w.q[at.word] >> at.shift) & 15u);
+    const float wv = e2m1_to_f32(code) * folded_scale(w.scale[frag_scale(e, n, k, w.N, w.Kp, w.block)], w.block);
+    acc = fmaf(wv, a_elem(a_bf16, a_fp4, a_scale, a_row, w.K, k), acc);
+  }
+  return acc;
+}
+
+// One thread per (row slot, block of 16 i): h for 16 consecutive i, then (W4A4) their
+// NVFP4 block. grid (ceil(rows_bound * I/16 / kThreads)), grid-stride.
+__global__ void naive_gemm1_kernel(WeightMatrix w, LayerDesc desc, Gemm1Args args) {
+  const int I = w.N / 2;
+  const int64_t blocks = I / 16;
+  const int64_t total = args.rows.rows_bound * blocks;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    int e;
+    int64_t r;
+    if (!find_row(args.rows, w.num_experts, idx / blocks, e, r)) continue;
+    const int i0 = int(idx % blocks) * 16;
+    const int64_t a_row = args.a_gather ? args.a_gather[r] : r;
+    const float mult = w.epi[e] * args.a_dq;
+    float h[16];
+    for (int j = 0; j < 16; ++j) {
+      const int i = i0 + j;
+      float g = dot_row(w, e, w13_device_row(i, false), args.a_bf16, args.a_fp4, args.a_scale, a_row) * mult;
+      float u = dot_row(w, e, w13_device_row(i, true), args.a_bf16, args.a_fp4, args.a_scale, a_row) * mult;
+      if (w.bias) {
+        g += w.bias[int64_t(e) * w.N + i];
+        u += w.bias[int64_t(e) * w.N + I + i];
+      }
+      h[j] = round_bf16(gemm1_activation(g, u, desc.activation, desc.swiglu_alpha, desc.swiglu_limit));
+      if (args.h_bf16) args.h_bf16[r * I + i] = bf16_from_f32(h[j]);
+    }
+    if (args.h_fp4) {
+      float amax = 0.0f;
+      for (int j = 0; j < 16; ++j) amax = fmaxf(amax, fabsf(h[j]));
+      const uint8_t s = nvfp4_scale_code(amax, args.h_gs);
+      const float inv = nvfp4_inv_scale(s, args.h_gs);
+      for (int j = 0; j < 16; j += 2)
+        args.h_fp4[r * (I / 2) + (i0 + j) / 2] = pack_e2m1(e2m1_from_f32(h[j] * inv), e2m1_from_f32(h[j + 1] * inv));
+      args.h_scale[r * (I / 16) + i0 / 16] = s;
+    }
+  }
+}
+
+// One thread per (row slot, n): y = sum * w_dq * a_dq (+ bias).
+__global__ void naive_gemm2_kernel(WeightMatrix w, Gemm2Args args) {
+  const int64_t total = args.rows.rows_bound * w.N;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    int e;
+    int64_t r;
+    if (!find_row(args.rows, w.num_experts, idx / w.N, e, r)) continue;
+    const int n = int(idx % w.N);
+    float y = dot_row(w, e, n, args.a_bf16, args.a_fp4, args.a_scale, r) * (w.epi[e] * args.a_dq);
+    if (w.bias) y += w.bias[int64_t(e) * w.N + n];
+    args.y[r * w.N + n] = y;
+  }
+}
+
+unsigned grid_for(int64_t total) {
+  const int64_t blocks = (total + kThreads - 1) / kThreads;
+  return unsigned(blocks < (1 << 20) ? blocks : (1 << 20));
+}
+
+}  // namespace
+
+void naive_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream) {
+  const int64_t total = a.rows.rows_bound * (w.w13.N / 2 / 16);
+  if (total == 0) return;
+  naive_gemm1_kernel<<<grid_for(total), kThreads, 0, stream>>>(w.w13, w.desc, a);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+void naive_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream) {
+  const int64_t total = a.rows.rows_bound * w.w2.N;
+  if (total == 0) return;
+  naive_gemm2_kernel<<<grid_for(total), kThreads, 0, stream>>>(w.w2, a);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fp4moe::cuda

@@ -1,0 +1,409 @@
+// The grouped GEMMs on mma.sync tensor cores (sm_80 and later; nothing here is
+// sm_90-only).
+//
+// Swap-AB: weight rows fill the MMA's M = 16, tokens its N = 8, so a decode step with 1-8
+// tokens per expert wastes little. A CTA (4 warps) computes 128 weight rows x token_tile
+// tokens of one expert; each warp owns 32 rows (two m16 tiles: for GEMM 1 that is gate and
+// up of 16 consecutive i, one NVFP4 block of h) and all token_tile tokens.
+//
+// Per 64-wide k step (one fragment block per m16 tile, see gemm_internal.hpp), a 3-stage
+// cp.async pipeline brings into shared memory: the CTA's 8 fragment blocks (4 KiB), their
+// scales, and the A tile (bf16 [tok][64] with 16-byte chunks XOR-swizzled by row for
+// conflict-free ldmatrix; or NVFP4 data [tok][32 B] + scales [tok][4]). Weights are
+// decoded to bf16 in registers: per 8 values, 4 shifts/masks and 4 bf16x2 multiplies by
+// the folded block scale (exact); A (bf16) comes from ldmatrix, A (NVFP4) is decoded the
+// same way. fp32 accumulation; the epilogue multiplies once by 2^F * w_dq * a_dq.
+//
+// Work assignment: blockIdx.x = 128-row tile; blockIdx.y walks the (expert, token tile)
+// slots; warp 0 finds a slot's expert by a warp scan over count[] (no host sync) and the
+// CTA exits when the slot is past the real work. No atomics: results are deterministic.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "cuda/common/check.hpp"
+#include "cuda/common/ptx.cuh"
+#include "cuda/gemm_internal.hpp"
+
+namespace fp4moe::cuda {
+
+Gemm80Config choose_config(const Gemm80Problem& p) {
+  Gemm80Config c;
+  const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
+  const int64_t per_expert = (p.rows_bound + active - 1) / active;  // rows per active expert if spread evenly
+  c.token_tile = per_expert <= 8 ? 8 : per_expert <= 16 ? 16 : 32;
+  c.why = per_expert <= 8    ? "decode-like: <= 8 rows per active expert, smallest token tile"
+          : per_expert <= 16 ? "<= 16 rows per active expert"
+                             : "many rows per expert: largest token tile, most weight reuse";
+  c.row_tile = 128;
+  c.grid_x = (p.N + c.row_tile - 1) / c.row_tile;
+  // sum_e ceil(count_e / tile) <= rows_bound / tile + E, and <= rows_bound (a tile has a row).
+  c.tiles = std::min<int64_t>((p.rows_bound + c.token_tile - 1) / c.token_tile + p.num_experts, p.rows_bound);
+  c.grid_y = std::min<int64_t>(c.tiles, 65535);
+  return c;
+}
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRowTile = kWarps * 2 * kFragRows;  // 128 weight rows
+constexpr int kBlocksPerCta = kRowTile / kFragRows;  // 8 fragment blocks
+constexpr int kStages = 3;
+
+template <int NT, bool A_FP4>
+struct Tile {
+  static constexpr int kTok = 8 * NT;
+  static constexpr int kWBytes = kBlocksPerCta * kFragWords * 4;  // 4 KiB
+  static constexpr int kSBytes = kBlocksPerCta * 64;              // room for NVFP4's 64 B per block
+  static constexpr int kADataBytes = A_FP4 ? kTok * 32 : kTok * 128;
+  static constexpr int kAScaleBytes = A_FP4 ? kTok * 4 : 0;
+  static constexpr int kStageBytes = kWBytes + kSBytes + kADataBytes + kAScaleBytes;
+  static constexpr int kSmem = kStages * kStageBytes;
+  static_assert(kSmem <= 40 * 1024, "the pipeline must leave room under the 48 KiB of static shared memory");
+  static_assert(kStageBytes % 16 == 0 && kADataBytes % 16 == 0, "cp.async destinations must stay 16-byte aligned");
+  static_assert(kTok <= kThreads, "one thread per token row fills the row tables");
+};
+
+struct Params {
+  WeightMatrix w;
+  ExpertRows rows;
+  const uint16_t* a_bf16;
+  const uint8_t* a_fp4;
+  const uint8_t* a_scale;
+  const int32_t* a_gather;
+  float a_mult;  // a_dq, times 2^8 for NVFP4 A (its tiles are decoded as e2m1 * e4m3 * 2^-8)
+  int64_t tiles;
+  // GEMM 1
+  Activation act;
+  float alpha, limit;
+  uint16_t* h_bf16;
+  uint8_t* h_fp4;
+  uint8_t* h_scale;
+  float h_gs;
+  // GEMM 2
+  float* y;
+};
+
+// The folded scale S of one code, as a bf16 broadcast to both halves.
+__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t code, bool mx) {
+  if (mx) return (code << 7) | (code << 23);  // the code is S's biased bf16 exponent
+  const float s = ptx::e4m3_times_2p118(code);
+  return ptx::pack_bf16x2(s, s);
+}
+
+template <int NT, bool A_FP4, bool GEMM1>
+__global__ void __launch_bounds__(kThreads, 1) sm80_grouped_gemm(const Params p) {
+  using T = Tile<NT, A_FP4>;
+  constexpr int kTok = T::kTok;
+  __shared__ __align__(128) uint8_t smem[T::kSmem];
+  __shared__ int s_expert, s_tile;
+  __shared__ int64_t s_arow[kTok];  // A row of token j, -1 past the expert's rows
+  __shared__ int64_t s_orow[kTok];  // output row of token j, -1 past the expert's rows
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const WeightMatrix& w = p.w;
+  const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
+  const int nb0 = blockIdx.x * kBlocksPerCta;
+  const bool mx = w.block == 32;
+  const int sb = frag_scale_bytes(w.block);
+
+  for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
+    // ---- which (expert, token tile) is this slot: warp 0 scans count[] ----
+    if (warp == 0) {
+      int found_e = -1, found_t = 0, base = 0;
+      for (int e0 = 0; e0 < w.num_experts; e0 += 32) {
+        const int e = e0 + lane;
+        const int tiles = e < w.num_experts ? (max(p.rows.count[e], 0) + kTok - 1) / kTok : 0;
+        int incl = tiles;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+          if (lane >= o) incl += v;
+        }
+        const bool hit = slot >= base + incl - tiles && slot < base + incl;
+        const unsigned m = __ballot_sync(0xFFFFFFFFu, hit);
+        if (m) {
+          const int src = __ffs(m) - 1;
+          found_e = e0 + src;
+          found_t = int(slot - base - __shfl_sync(0xFFFFFFFFu, incl - tiles, src));
+          break;
+        }
+        base += __shfl_sync(0xFFFFFFFFu, incl, 31);
+      }
+      if (lane == 0) {
+        s_expert = found_e;
+        s_tile = found_t;
+      }
+    }
+    __syncthreads();
+    const int e = s_expert;
+    if (e < 0) return;  // past the real work; later slots are too
+    if (threadIdx.x < kTok) {
+      const int j = threadIdx.x, row_in_expert = s_tile * kTok + j;
+      const bool valid = row_in_expert < p.rows.count[e];
+      const int64_t r = int64_t(p.rows.begin[e]) + row_in_expert;
+      s_orow[j] = valid ? r : -1;
+      s_arow[j] = valid ? (p.a_gather ? int64_t(p.a_gather[r]) : r) : -1;
+    }
+    __syncthreads();
+
+    // ---- the pipeline ----
+    auto load_stage = [&](int stage, int kb) {
+      uint8_t* st = smem + stage * T::kStageBytes;
+      for (int c = threadIdx.x; c < kBlocksPerCta * 32; c += kThreads) {
+        const int b = c / 32, l = c % 32, nb = nb0 + b;
+        if (nb < NB)
+          ptx::cp_async_16(st + b * (kFragWords * 4) + l * 16,
+                           w.q + ((int64_t(e) * NB + nb) * KB + kb) * kFragWords + l * 4, true);
+      }
+      if (threadIdx.x < kBlocksPerCta * sb / 16) {
+        const int b = threadIdx.x / (sb / 16), part = threadIdx.x % (sb / 16), nb = nb0 + b;
+        if (nb < NB)
+          ptx::cp_async_16(st + T::kWBytes + b * 64 + part * 16,
+                           w.scale + ((int64_t(e) * NB + nb) * KB + kb) * sb + part * 16, true);
+      }
+      uint8_t* sa = st + T::kWBytes + T::kSBytes;
+      if constexpr (!A_FP4) {
+        for (int c = threadIdx.x; c < kTok * 8; c += kThreads) {
+          const int j = c / 8, ch = c % 8, k = kb * kFragK + ch * 8;
+          const int64_t row = s_arow[j];
+          const bool valid = row >= 0 && k < K;
+          ptx::cp_async_16(sa + j * 128 + ((ch ^ (j & 7)) * 16), valid ? p.a_bf16 + row * K + k : p.a_bf16, valid);
+        }
+      } else {
+        for (int c = threadIdx.x; c < kTok * 4; c += kThreads) {
+          const int j = c / 4, ch = c % 4, k = kb * kFragK + ch * 16;
+          const int64_t row = s_arow[j];
+          const bool valid = row >= 0 && k < K;
+          ptx::cp_async_8(sa + j * 32 + ch * 8, valid ? p.a_fp4 + row * (K / 2) + k / 2 : p.a_fp4, valid);
+          // scale rows (K/16 bytes) need not be 4-byte aligned: plain loads, seen after the barrier
+          sa[T::kADataBytes + j * 4 + ch] = valid ? p.a_scale[row * (K / 16) + k / 16] : uint8_t(0);
+        }
+      }
+    };
+
+    float acc[2][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[mt][nt][c] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < KB) load_stage(s, s);
+      ptx::cp_async_commit_group();
+    }
+    for (int kb = 0; kb < KB; ++kb) {
+      ptx::cp_async_wait_group<kStages - 2>();
+      __syncthreads();  // stage kb visible to all; stage kb-1 fully consumed by all warps
+      if (kb + kStages - 1 < KB) load_stage((kb + kStages - 1) % kStages, kb + kStages - 1);
+      ptx::cp_async_commit_group();
+
+      const uint8_t* st = smem + (kb % kStages) * T::kStageBytes;
+      const uint8_t* sa = st + T::kWBytes + T::kSBytes;
+      uint4 wq[2];
+      uint2 ws[2];  // NVFP4: bytes [c 4][half 2]; MX: [c 2][half 2] in .x
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        const int b = 2 * warp + mt;
+        wq[mt] = *reinterpret_cast<const uint4*>(st + b * (kFragWords * 4) + lane * 16);
+        const uint8_t* sp = st + T::kWBytes + b * 64 + g * (sb / 8);
+        ws[mt] = mx ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
+      }
+#pragma unroll
+      for (int kp = 0; kp < 2; ++kp) {  // k-steps 2kp, 2kp+1
+        uint32_t bfrag[NT][4];          // b0, b1 of k-step 2kp, then of 2kp+1
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          if constexpr (!A_FP4) {
+            const int j = nt * 8 + (lane % 8), ch = kp * 4 + lane / 8;
+            ptx::ldmatrix_x4(bfrag[nt], sa + j * 128 + ((ch ^ (j & 7)) * 16));
+          } else {
+            const int j = nt * 8 + g;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int kk = 2 * kp + h;
+              const uint32_t sc = scale_bf16x2(sa[T::kADataBytes + j * 4 + kk], false);
+#pragma unroll
+              for (int half = 0; half < 2; ++half) {
+                const uint32_t x = sa[j * 32 + kk * 8 + half * 4 + t];
+                bfrag[nt][2 * h + half] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2((x << 12) | (x << 24)), sc);
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int kk = 2 * kp + h;
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            const int col = mx ? kk / 2 : kk;
+            const uint32_t sbytes = mx ? ws[mt].x : (col < 2 ? ws[mt].x : ws[mt].y);
+            const int sh = (col % 2) * 16;  // bytes [c][half]: column c at byte 2c (mod 4) of its word
+            const uint32_t s_g = scale_bf16x2((sbytes >> sh) & 0xFFu, mx);
+            const uint32_t s_g8 = scale_bf16x2((sbytes >> (sh + 8)) & 0xFFu, mx);
+            uint32_t q = kk == 0 ? wq[mt].x : kk == 1 ? wq[mt].y : kk == 2 ? wq[mt].z : wq[mt].w;
+            uint32_t a[4];
+            a[0] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
+            q <<= 4;
+            a[1] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g8);
+            q <<= 4;
+            a[2] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
+            q <<= 4;
+            a[3] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g8);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, bfrag[nt][2 * h], bfrag[nt][2 * h + 1]);
+          }
+        }
+      }
+    }
+    ptx::cp_async_wait_group<0>();
+
+    // ---- epilogue: acc[mt][nt] rows g (c0, c1) and g+8 (c2, c3), tokens nt*8 + 2t + {0, 1} ----
+    const int nbw = nb0 + 2 * warp;  // the warp's first fragment row (even)
+    if (nbw < NB) {                   // NB is even for GEMM 1, so both m16 tiles are real
+      const float mult = w.epi[e] * p.a_mult;
+      if constexpr (GEMM1) {
+        const int I = w.N / 2;
+        float hv[2][NT][2];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          const int i = (nbw + mt) * 8 + g;
+          const float bg = w.bias ? w.bias[int64_t(e) * w.N + i] : 0.0f;
+          const float bu = w.bias ? w.bias[int64_t(e) * w.N + I + i] : 0.0f;
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const float gv = acc[mt][nt][c] * mult + bg, uv = acc[mt][nt][2 + c] * mult + bu;
+              hv[mt][nt][c] = round_bf16(gemm1_activation(gv, uv, p.act, p.alpha, p.limit));
+              const int64_t r = s_orow[nt * 8 + 2 * t + c];
+              if (p.h_bf16 && r >= 0) p.h_bf16[r * I + i] = bf16_from_f32(hv[mt][nt][c]);
+            }
+        }
+        if (p.h_fp4) {
+          // One NVFP4 block = the warp's 16 i (g over both m16 tiles) of one token.
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              float amax = fmaxf(fabsf(hv[0][nt][c]), fabsf(hv[1][nt][c]));
+              amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 4));
+              amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 8));
+              amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 16));
+              const uint8_t sc = nvfp4_scale_code(amax, p.h_gs);
+              const float inv = nvfp4_inv_scale(sc, p.h_gs);
+              const int64_t r = s_orow[nt * 8 + 2 * t + c];
+#pragma unroll
+              for (int mt = 0; mt < 2; ++mt) {
+                const uint32_t q = e2m1_from_f32(hv[mt][nt][c] * inv);
+                const uint32_t q_next = __shfl_xor_sync(0xFFFFFFFFu, q, 4);  // i + 1 lives in g ^ 1
+                const int i = (nbw + mt) * 8 + g;
+                if (r >= 0 && (g % 2) == 0) p.h_fp4[r * (I / 2) + i / 2] = pack_e2m1(uint8_t(q), uint8_t(q_next));
+              }
+              if (r >= 0 && g == 0) p.h_scale[r * (I / 16) + nbw * 8 / 16] = sc;
+            }
+        }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          if (nbw + mt >= NB) continue;
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int n = (nbw + mt) * kFragRows + g + 8 * half;
+            const float b = w.bias ? w.bias[int64_t(e) * w.N + n] : 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int64_t r = s_orow[nt * 8 + 2 * t + c];
+                if (r >= 0) p.y[r * w.N + n] = acc[mt][nt][2 * half + c] * mult + b;
+              }
+          }
+        }
+      }
+    }
+    __syncthreads();  // the row tables and stages are reused by the next slot
+  }
+}
+
+// The listed instantiations: token tile {8, 16, 32} x A {bf16, NVFP4} x {GEMM 1, GEMM 2}.
+template <bool A_FP4, bool GEMM1>
+void launch(const Gemm80Config& c, const Params& p, cudaStream_t stream) {
+  const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y));
+  switch (c.token_tile) {
+    case 8: sm80_grouped_gemm<1, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p); break;
+    case 16: sm80_grouped_gemm<2, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p); break;
+    default: sm80_grouped_gemm<4, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p); break;
+  }
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+// FP4MOE_LOG=1: print each config once per shape.
+void log_choice(const char* which, const Gemm80Problem& pb, const Gemm80Config& c) {
+  static const bool on = [] {
+    const char* v = std::getenv("FP4MOE_LOG");
+    return v && v[0] == '1';
+  }();
+  if (!on) return;
+  static std::mutex mu;
+  static std::set<std::tuple<std::string, int64_t, int64_t, int, int>> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!seen.insert({which, pb.rows_bound, pb.num_experts, pb.N, pb.K}).second) return;
+  std::fprintf(stderr, "fp4moe: %s sm80 rows_bound=%lld E=%lld N=%d K=%d -> token_tile %d, grid %lldx%lld (%s)\n",
+               which, (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, c.token_tile,
+               (long long)c.grid_x, (long long)c.grid_y, c.why.c_str());
+}
+
+Params base_params(const WeightMatrix& w, const ExpertRows& rows, const uint16_t* a_bf16, const uint8_t* a_fp4,
+                   const uint8_t* a_scale, float a_dq, int64_t tiles) {
+  Params p{};
+  p.w = w;
+  p.rows = rows;
+  p.a_bf16 = a_bf16;
+  p.a_fp4 = a_fp4;
+  p.a_scale = a_scale;
+  p.a_mult = a_fp4 ? a_dq * exp2i(kNvfp4Fold) : a_dq;
+  p.tiles = tiles;
+  return p;
+}
+
+}  // namespace
+
+void sm80_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
+  const Gemm80Problem pb{a.rows.rows_bound, cw.w13.num_experts, cw.w13.N, cw.w13.K};
+  const Gemm80Config c = choose_config(pb);
+  log_choice("gemm1", pb, c);
+  if (c.grid_y == 0) return;
+  Params p = base_params(cw.w13, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, c.tiles);
+  p.a_gather = a.a_gather;
+  p.act = cw.desc.activation;
+  p.alpha = cw.desc.swiglu_alpha;
+  p.limit = cw.desc.swiglu_limit;
+  p.h_bf16 = a.h_bf16;
+  p.h_fp4 = a.h_fp4;
+  p.h_scale = a.h_scale;
+  p.h_gs = a.h_gs;
+  if (a.a_fp4) launch<true, true>(c, p, stream);
+  else launch<false, true>(c, p, stream);
+}
+
+void sm80_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) {
+  const Gemm80Problem pb{a.rows.rows_bound, cw.w2.num_experts, cw.w2.N, cw.w2.K};
+  const Gemm80Config c = choose_config(pb);
+  log_choice("gemm2", pb, c);
+  if (c.grid_y == 0) return;
+  Params p = base_params(cw.w2, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, c.tiles);
+  p.y = a.y;
+  if (a.a_fp4) launch<true, false>(c, p, stream);
+  else launch<false, false>(c, p, stream);
+}
+
+}  // namespace fp4moe::cuda

@@ -1,0 +1,125 @@
+// The CUDA backend's pipeline around the grouped GEMMs (gemm.hpp):
+//
+//   route     router logits -> topk_ids, topk_weights              (route.cu)
+//   permute   topk_ids -> per-expert row ranges and the two maps   (permute.cu)
+//   quantize  activations -> bf16 or NVFP4 GEMM-1 input            (quantize.cu)
+//   combine   y rows -> out, weighted sum over k in fixed order    (combine.cu)
+//
+// Every launcher takes device pointers, shapes and a stream, launches a fixed small
+// number of kernels, never synchronises and never allocates, so a forward is
+// capturable in a CUDA graph. Results are deterministic: no float atomics, and the
+// only integer atomics count or set bits.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend.hpp"
+
+namespace fp4moe::cuda {
+
+// Bits of the device status word (uint32 at the start of every workspace). Kernels
+// set them with atomicOr; check_device_errors reads and clears them.
+inline constexpr uint32_t kStatusBadId = 1u << 0;       // a topk_id outside [-1, E)
+inline constexpr uint32_t kStatusCountOverM = 1u << 1;  // a batched count > M
+inline constexpr uint32_t kStatusCountNegative = 1u << 2;  // a batched count < 0
+
+// ---------------------------------------------------------------------------
+// Routing (SPEC §4). args validated by the caller (src/api): logits f32 [T, E] and
+// outputs [T, k] contiguous on the current device, 1 <= k <= E, E % n_group == 0.
+// Ids are bit-identical to detail::route_reference.
+// ---------------------------------------------------------------------------
+void route(const RouteArgs& args);
+
+// ---------------------------------------------------------------------------
+// Permutation. Slot s = t*k + j of topk_ids [T, k] goes to local expert
+// expert_map[id] (or nowhere for id -1, a non-local expert, or an id outside
+// [-1, E), which also sets kStatusBadId). Row space = T*k permuted positions:
+//   begin[e], count[e]  (E_local) int32: rows of local expert e are [begin, begin+count),
+//                        experts in index order, slots inside an expert in s order;
+//   row_token[pos]      (T*k) int32: the token of the slot at pos (gemm1's A gather);
+//                        positions >= sum(count) are not written;
+//   slot_row[s]         (T*k) int32: the position of slot s, or -1 (combine's map).
+// scratch: permute_scratch_ints(T*k, E_local) int32.
+// ---------------------------------------------------------------------------
+inline constexpr int64_t kPermuteChunk = 1024;  // slots per warp; one chunk = one launch
+inline int64_t permute_chunks(int64_t slots) { return (slots + kPermuteChunk - 1) / kPermuteChunk; }
+inline int64_t permute_scratch_ints(int64_t slots, int64_t num_local) {
+  return permute_chunks(slots) * num_local;
+}
+
+struct PermuteArgs {
+  const int32_t* topk_ids = nullptr;   // (T, k)
+  const int32_t* expert_map = nullptr; // (E) global -> local or -1
+  int64_t T = 0, k = 0, E = 0, num_local = 0;
+  uint32_t* status = nullptr;
+  int32_t* begin = nullptr;            // (E_local)
+  int32_t* count = nullptr;            // (E_local)
+  int32_t* row_token = nullptr;        // (T*k)
+  int32_t* slot_row = nullptr;         // (T*k)
+  int32_t* scratch = nullptr;          // (permute_scratch_ints)
+};
+void permute(const PermuteArgs& a, cudaStream_t stream);
+
+// Batched format: begin[e] = e*M, count[e] = expert_num_tokens[e] clamped to [0, M]
+// (out-of-range counts set kStatusCountOverM / kStatusCountNegative).
+void batched_rows(const int32_t* expert_num_tokens, int64_t num_local, int64_t M,
+                  uint32_t* status, int32_t* begin, int32_t* count, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// Activation preparation. Source rows: x (rows, K) of f32|bf16|f16 with row stride
+// row_stride elements (inner dim contiguous). Each value is first rounded to bf16
+// (SPEC §4: inputs are taken as bf16), then, when row_weight is given, replaced by
+// round_bf16(x * row_weight[r * weight_stride]) (apply_router_weight_on_input).
+// When group_count is given the rows are groups of M (batched format) and row
+// e*M + r is touched only if r < group_count[e].
+// ---------------------------------------------------------------------------
+struct ActRows {
+  const void* x = nullptr;
+  DType dtype = DType::bf16;
+  int64_t rows = 0, K = 0, row_stride = 0;
+  const float* row_weight = nullptr;
+  int64_t weight_stride = 1;
+  const int32_t* group_count = nullptr;
+  int64_t M = 0;
+};
+// -> out (rows, K) bf16, contiguous.
+void act_to_bf16(const ActRows& src, uint16_t* out, cudaStream_t stream);
+// -> NVFP4 with q_scale gs: data (rows, K/2), linear e4m3 scale (rows, K/16). K % 16 == 0.
+void act_to_nvfp4(const ActRows& src, float gs, uint8_t* data, uint8_t* scale, cudaStream_t stream);
+
+// The plain tensor quantizer: x (rows, K) contiguous f32|bf16|f16, values taken as
+// they are (no bf16 rounding), bit-exact with detail::nvfp4_quantize_rows on the same
+// values. data (rows, K/2), scale (rows, K/16).
+void quantize_nvfp4_rows(const void* x, DType dt, int64_t rows, int64_t K, float gs, uint8_t* data,
+                         uint8_t* scale, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// Combine (standard format):
+//   out[t] = round_out( (accumulate ? out[t] : 0) + sum_{j valid} w_j * y[slot_row[t*k+j]] )
+// fp32, j in order 0..k-1, products and sums not fused; w_j = 1 when unweighted
+// (apply_router_weight_on_input). out (T, H) f32|bf16|f16 with row stride out_stride.
+// ---------------------------------------------------------------------------
+struct CombineArgs {
+  const float* y = nullptr;            // (T*k, H) fp32, permuted rows
+  const int32_t* slot_row = nullptr;   // (T*k)
+  const float* topk_weights = nullptr; // (T, k), or nullptr for weight 1
+  int64_t T = 0, k = 0, H = 0;
+  void* out = nullptr;
+  DType out_dtype = DType::bf16;
+  int64_t out_stride = 0;
+  bool accumulate = false;
+};
+void combine(const CombineArgs& a, cudaStream_t stream);
+
+// Batched writeback: out[e, r] = round_out(y[e*M + r]) for r < count[e] (clamped
+// counts); other rows untouched. out (E_local, M, H) contiguous.
+void batched_writeback(const float* y, const int32_t* count, int64_t num_local, int64_t M, int64_t H,
+                       void* out, DType out_dtype, cudaStream_t stream);
+
+// cudaFuncGetAttributes on a pipeline kernel for the current device: cudaSuccess when
+// this build holds a kernel image the device can run.
+cudaError_t probe_kernel_image();
+
+}  // namespace fp4moe::cuda

@@ -1,0 +1,180 @@
+// Activation preparation for GEMM 1 (pipeline.hpp): bf16 rows (W4A16) or NVFP4 rows
+// (W4A4), from f32 | bf16 | f16 inputs. Every value-level step is a format.h call
+// (round_bf16, nvfp4_scale_code, nvfp4_inv_scale, e2m1_from_f32), the same lines the
+// CPU quantizer runs, so the bytes match detail::nvfp4_quantize_rows exactly.
+//
+// One thread per 16-element NVFP4 block (or per 8 bf16 outputs): the block's amax is a
+// thread-local fmaxf chain, which is order-independent for non-NaN values and skips
+// NaN exactly like the CPU loop (fmaxf(amax, NaN) = amax).
+#include <cstdint>
+
+#include "cuda/common/check.hpp"
+#include "cuda/pipeline.hpp"
+#include "fp4moe/format.h"
+
+namespace fp4moe::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+struct SrcRows {
+  const void* x;
+  int dtype;             // 0 f32, 1 bf16, 2 f16
+  int64_t rows, K, row_stride;
+  const float* row_weight;
+  int64_t weight_stride;
+  const int32_t* group_count;
+  int64_t M;
+  bool to_bf16;          // round each value to bf16 first (the layer's input rule)
+};
+
+int dtype_code(DType t) {
+  switch (t) {
+    case DType::f32: return 0;
+    case DType::bf16: return 1;
+    case DType::f16: return 2;
+    default:
+      detail::fail_arg(std::string("activations: dtype: got ") + dtype_name(t) + ", need f32|bf16|f16");
+  }
+}
+
+// Row r is skipped in the batched format when r % M is at or past its group's count.
+__device__ __forceinline__ bool row_live(const SrcRows& s, int64_t r) {
+  if (!s.group_count) return true;
+  return r % s.M < int64_t(s.group_count[r / s.M]);
+}
+
+// N consecutive elements of row r starting at column c, as fp32, after the layer's
+// bf16 rounding and router-weight multiply when asked for.
+template <int N>
+__device__ __forceinline__ void load_row(const SrcRows& s, int64_t r, int64_t c, float (&v)[N]) {
+  const int64_t off = r * s.row_stride + c;
+  if (s.dtype == 0) {
+    const float* p = static_cast<const float*>(s.x) + off;
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = p[i];
+  } else {
+    const uint16_t* p = static_cast<const uint16_t*>(s.x) + off;
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = s.dtype == 1 ? bf16_to_f32(p[i]) : f16_to_f32(p[i]);
+  }
+  if (s.to_bf16) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = round_bf16(v[i]);
+  }
+  if (s.row_weight) {
+    const float w = s.row_weight[r * s.weight_stride];
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = round_bf16(v[i] * w);
+  }
+}
+
+// data (rows, K/2), scale (rows, K/16): one thread per block of 16.
+__global__ void __launch_bounds__(kThreads) nvfp4_rows_kernel(SrcRows s, float gs, uint8_t* __restrict__ data,
+                                                              uint8_t* __restrict__ scale) {
+  const int64_t nb = s.K / kNvfp4Block;
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= s.rows * nb) return;
+  const int64_t r = i / nb, b = i % nb;
+  if (!row_live(s, r)) return;
+  float v[kNvfp4Block];
+  load_row<kNvfp4Block>(s, r, b * kNvfp4Block, v);
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kNvfp4Block; ++j) amax = fmaxf(amax, fabsf(v[j]));
+  const uint8_t sc = nvfp4_scale_code(amax, gs);
+  const float inv = nvfp4_inv_scale(sc, gs);
+  uint32_t lo = 0, hi = 0;  // bytes 0-3 and 4-7 of the block's 8 data bytes
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    lo |= uint32_t(pack_e2m1(e2m1_from_f32(v[2 * j] * inv), e2m1_from_f32(v[2 * j + 1] * inv))) << (8 * j);
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    hi |= uint32_t(pack_e2m1(e2m1_from_f32(v[8 + 2 * j] * inv), e2m1_from_f32(v[9 + 2 * j] * inv))) << (8 * j);
+  uint8_t* d = data + r * (s.K / 2) + b * (kNvfp4Block / 2);
+  if ((reinterpret_cast<uintptr_t>(d) & 7u) == 0) {
+    *reinterpret_cast<uint2*>(d) = make_uint2(lo, hi);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      d[j] = uint8_t(lo >> (8 * j));
+      d[4 + j] = uint8_t(hi >> (8 * j));
+    }
+  }
+  scale[r * nb + b] = sc;
+}
+
+// out (rows, K) bf16: one thread per 8 columns.
+__global__ void __launch_bounds__(kThreads) bf16_rows_kernel(SrcRows s, uint16_t* __restrict__ out) {
+  const int64_t nc = s.K / 8;
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= s.rows * nc) return;
+  const int64_t r = i / nc, c = (i % nc) * 8;
+  if (!row_live(s, r)) return;
+  float v[8];
+  load_row<8>(s, r, c, v);
+  uint16_t* o = out + r * s.K + c;
+  uint32_t w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) w[j] = uint32_t(bf16_from_f32(v[2 * j])) | (uint32_t(bf16_from_f32(v[2 * j + 1])) << 16);
+  if ((reinterpret_cast<uintptr_t>(o) & 15u) == 0) {
+    *reinterpret_cast<uint4*>(o) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o[j] = uint16_t(w[j / 2] >> (16 * (j & 1)));
+  }
+}
+
+SrcRows make_src(const ActRows& a, bool to_bf16) {
+  SrcRows s{};
+  s.x = a.x;
+  s.dtype = dtype_code(a.dtype);
+  s.rows = a.rows;
+  s.K = a.K;
+  s.row_stride = a.row_stride;
+  s.row_weight = a.row_weight;
+  s.weight_stride = a.weight_stride;
+  s.group_count = a.group_count;
+  s.M = a.M;
+  s.to_bf16 = to_bf16;
+  return s;
+}
+
+unsigned grid_for(int64_t threads) { return unsigned((threads + kThreads - 1) / kThreads); }
+
+void launch_nvfp4(const SrcRows& s, float gs, uint8_t* data, uint8_t* scale, cudaStream_t stream) {
+  if (s.K % kNvfp4Block != 0)
+    detail::fail_arg("activations: K: got " + std::to_string(s.K) + ", need a multiple of 16");
+  const int64_t n = s.rows * (s.K / kNvfp4Block);
+  if (n <= 0) return;
+  nvfp4_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(s, gs, data, scale);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void act_to_nvfp4(const ActRows& src, float gs, uint8_t* data, uint8_t* scale, cudaStream_t stream) {
+  launch_nvfp4(make_src(src, true), gs, data, scale, stream);
+}
+
+void act_to_bf16(const ActRows& src, uint16_t* out, cudaStream_t stream) {
+  const SrcRows s = make_src(src, true);
+  if (s.K % 8 != 0) detail::fail_arg("activations: K: got " + std::to_string(s.K) + ", need a multiple of 8");
+  const int64_t n = s.rows * (s.K / 8);
+  if (n <= 0) return;
+  bf16_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(s, out);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+void quantize_nvfp4_rows(const void* x, DType dt, int64_t rows, int64_t K, float gs, uint8_t* data,
+                         uint8_t* scale, cudaStream_t stream) {
+  ActRows a;
+  a.x = x;
+  a.dtype = dt;
+  a.rows = rows;
+  a.K = K;
+  a.row_stride = K;
+  launch_nvfp4(make_src(a, false), gs, data, scale, stream);
+}
+
+}  // namespace fp4moe::cuda

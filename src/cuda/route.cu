@@ -1,0 +1,248 @@
+// Routing on the GPU (SPEC §4): one warp per token, the token's scores in shared memory.
+//
+// Ids are bit-identical to detail::route_reference (src/reference/routing.cpp): the
+// same fp32 values are selected (logits for softmax, portable_sigmoidf + bias for
+// sigmoid_grouped), with the reference's sequential "best remaining candidate" rule
+// reproduced exactly by warp_best, NaN included. The weights' sums run in the
+// reference's order on one lane, so weights are bit-identical too.
+#include <climits>
+
+#include "cuda/common/check.hpp"
+#include "cuda/pipeline.hpp"
+#include "fp4moe/format.h"
+
+namespace fp4moe::cuda {
+namespace {
+
+constexpr unsigned kFull = 0xFFFFFFFFu;
+constexpr int kWarpsPerBlock = 4;
+
+struct RouteKernelArgs {
+  const float* logits;     // (T, E), strides ls0, ls1
+  int64_t ls0, ls1;
+  const float* bias;       // (E) stride bs, or nullptr
+  int64_t bs;
+  int32_t* ids;            // (T, k), strides is0, is1
+  int64_t is0, is1;
+  float* weights;          // (T, k), strides ws0, ws1
+  int64_t ws0, ws1;
+  int64_t T;
+  int E, k;
+  int method;              // 0 softmax, 1 sigmoid_grouped
+  int renormalize;
+  int n_group, topk_group;
+  float scaling;
+};
+
+// Per-warp shared memory, in floats: score (E), aux (E), gscore (G), then bytes
+// cand (E), gcand (G), and the k selected ids.
+__host__ __device__ inline size_t route_warp_bytes(int E, int G, int k) {
+  const size_t floats = size_t(2 * E + G) * 4;
+  const size_t flags = (size_t(E + G) + 3) / 4 * 4;
+  return floats + flags + size_t(k) * 4;
+}
+
+// Index of the best candidate (cand[e] != 0) of score[0, n), exactly as the
+// reference's sequential scan "best = first; replace when score[e] > score[best]":
+// when the first candidate is NaN it wins; otherwise NaNs never win and equal scores
+// go to the lower index. -1 when there is no candidate. All lanes return the same.
+__device__ int warp_best(const float* score, const unsigned char* cand, int n) {
+  const int lane = threadIdx.x & 31;
+  int first = INT_MAX, bi = -1;
+  float bv = 0.0f;
+  for (int e = lane; e < n; e += 32) {
+    if (!cand[e]) continue;
+    if (first == INT_MAX) first = e;  // e increases along the lane
+    const float v = score[e];
+    if (v != v) continue;
+    if (bi < 0 || v > bv) {
+      bv = v;
+      bi = e;
+    }
+  }
+  for (int d = 16; d > 0; d >>= 1) {
+    first = min(first, __shfl_xor_sync(kFull, first, d));
+    const float ov = __shfl_xor_sync(kFull, bv, d);
+    const int oi = __shfl_xor_sync(kFull, bi, d);
+    if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  if (first == INT_MAX) return -1;
+  const float fv = score[first];
+  return fv != fv ? first : bi;
+}
+
+// k passes of warp_best; sel (k) in shared memory. Consumes cand.
+__device__ void warp_top_k(const float* score, unsigned char* cand, int n, int k, int* sel) {
+  const int lane = threadIdx.x & 31;
+  for (int j = 0; j < k; ++j) {
+    const int b = warp_best(score, cand, n);
+    __syncwarp();
+    if (lane == 0) {
+      sel[j] = b;
+      if (b >= 0) cand[b] = 0;
+    }
+    __syncwarp();
+  }
+}
+
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) route_kernel(RouteKernelArgs a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int64_t t = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  if (t >= a.T) return;  // whole warps; no block barrier below
+  const int E = a.E, G = a.n_group, k = a.k;
+  unsigned char* base = smem + size_t(warp) * route_warp_bytes(E, G, k);
+  float* score = reinterpret_cast<float*>(base);  // (E) selection score
+  float* aux = score + E;                          // (E) exp(l - max) | sigmoid
+  float* gscore = aux + E;                         // (G)
+  unsigned char* cand = reinterpret_cast<unsigned char*>(gscore + G);  // (E)
+  unsigned char* gcand = cand + E;                                     // (G)
+  int* sel = reinterpret_cast<int*>(base + route_warp_bytes(E, G, k) - size_t(k) * 4);  // (k)
+
+  const float* row = a.logits + t * a.ls0;
+
+  if (a.method == 0) {
+    // softmax: select on the logits (exp is monotone), weights from portable_expf
+    float mx_lane = 0.0f;
+    bool have = false;
+    for (int e = lane; e < E; e += 32) {
+      const float l = row[e * a.ls1];
+      score[e] = l;
+      cand[e] = 1;
+      if (l == l && (!have || l > mx_lane)) {
+        mx_lane = l;
+        have = true;
+      }
+    }
+    // max over non-NaN logits; the reference's running max is NaN iff logit 0 is NaN
+    for (int d = 16; d > 0; d >>= 1) {
+      const float o = __shfl_xor_sync(kFull, mx_lane, d);
+      const bool oh = __shfl_xor_sync(kFull, int(have), d);
+      if (oh && (!have || o > mx_lane)) mx_lane = o;
+      have = have || oh;
+    }
+    __syncwarp();
+    const float l0 = score[0];
+    const float mx = (l0 != l0) ? l0 : mx_lane;
+    for (int e = lane; e < E; e += 32) aux[e] = portable_expf(score[e] - mx);
+    __syncwarp();
+    warp_top_k(score, cand, E, k, sel);
+    if (lane == 0) {
+      float sum = 0.0f;
+      for (int e = 0; e < E; ++e) sum += aux[e];  // the reference's order
+      float sel_sum = 0.0f;
+      for (int j = 0; j < k; ++j) sel_sum += sel[j] < 0 ? 0.0f : aux[sel[j]] / sum;
+      for (int j = 0; j < k; ++j) {
+        float w = sel[j] < 0 ? 0.0f : aux[sel[j]] / sum;
+        if (a.renormalize) w = w / sel_sum;
+        a.weights[t * a.ws0 + j * a.ws1] = w;
+        a.ids[t * a.is0 + j * a.is1] = sel[j];
+      }
+    }
+    return;
+  }
+
+  // sigmoid_grouped: b = sigmoid(l) + bias selects, the unbiased sigmoid weighs
+  for (int e = lane; e < E; e += 32) {
+    const float s = portable_sigmoidf(row[e * a.ls1]);
+    aux[e] = s;
+    score[e] = a.bias ? s + a.bias[e * a.bs] : s;
+  }
+  __syncwarp();
+  const int per = E / G;
+  if (a.topk_group < G) {
+    // group score = sum of the 2 best b of the group; one lane per group runs the
+    // reference's sequential scans
+    for (int g = lane; g < G; g += 32) {
+      const int lo = g * per, hi = lo + per;
+      int b0 = -1, b1 = -1;
+      for (int e = lo; e < hi; ++e)
+        if (b0 < 0 || score[e] > score[b0]) b0 = e;
+      for (int e = lo; e < hi; ++e)
+        if (e != b0 && (b1 < 0 || score[e] > score[b1])) b1 = e;
+      gscore[g] = per >= 2 ? score[b0] + score[b1] : score[b0];
+      gcand[g] = 1;
+    }
+    for (int e = lane; e < E; e += 32) cand[e] = 0;
+    __syncwarp();
+    // keep topk_group groups (sel is free until the expert pass)
+    for (int j = 0; j < a.topk_group; ++j) {
+      const int g = warp_best(gscore, gcand, G);
+      __syncwarp();
+      if (g >= 0) {
+        for (int e = g * per + lane; e < (g + 1) * per; e += 32) cand[e] = 1;
+        if (lane == 0) gcand[g] = 0;
+      }
+      __syncwarp();
+    }
+  } else {
+    // every group is kept
+    for (int e = lane; e < E; e += 32) cand[e] = 1;
+    __syncwarp();
+  }
+  warp_top_k(score, cand, E, k, sel);
+  if (lane == 0) {
+    float sum = 0.0f;
+    for (int j = 0; j < k; ++j) sum += sel[j] < 0 ? 0.0f : aux[sel[j]];
+    for (int j = 0; j < k; ++j) {
+      const float s = sel[j] < 0 ? 0.0f : aux[sel[j]];
+      const float w = a.renormalize ? s / (sum + 1e-20f) : s;
+      a.weights[t * a.ws0 + j * a.ws1] = w * a.scaling;
+      a.ids[t * a.is0 + j * a.is1] = sel[j];
+    }
+  }
+}
+
+}  // namespace
+
+void route(const RouteArgs& args) {
+  const TensorView& L = args.router_logits;
+  const int64_t T = L.shape[0], E = L.shape[1], k = args.top_k;
+  if (T == 0) return;
+  const bool grouped = args.routing.method == RoutingMethod::sigmoid_grouped;
+  const int G = grouped ? args.routing.n_group : 1;
+  const size_t per_warp = route_warp_bytes(int(E), G, int(k));
+  const size_t smem = per_warp * kWarpsPerBlock;
+  if (E > (1 << 20) || smem > 48 * 1024)
+    detail::fail(ErrorKind::unsupported, "route: router_logits: got " + L.describe() + " with top_k " +
+                                             std::to_string(k) + ", need E small enough for " +
+                                             std::to_string(kWarpsPerBlock) +
+                                             " warps' scores in 48 KiB of shared memory (E <= ~1400)");
+
+  RouteKernelArgs a{};
+  a.logits = static_cast<const float*>(L.data);
+  a.ls0 = L.stride[0];
+  a.ls1 = L.stride[1];
+  a.bias = (grouped && args.correction_bias.present()) ? static_cast<const float*>(args.correction_bias.data)
+                                                       : nullptr;
+  a.bs = a.bias ? args.correction_bias.stride[0] : 0;
+  a.ids = static_cast<int32_t*>(args.topk_ids.data);
+  a.is0 = args.topk_ids.stride[0];
+  a.is1 = args.topk_ids.stride[1];
+  a.weights = static_cast<float*>(args.topk_weights.data);
+  a.ws0 = args.topk_weights.stride[0];
+  a.ws1 = args.topk_weights.stride[1];
+  a.T = T;
+  a.E = int(E);
+  a.k = int(k);
+  a.method = grouped ? 1 : 0;
+  a.renormalize = args.routing.renormalize ? 1 : 0;
+  a.n_group = G;
+  a.topk_group = grouped ? args.routing.topk_group : 1;
+  a.scaling = args.routing.routed_scaling_factor;
+
+  int prev = 0;
+  FP4MOE_CUDA_CHECK(cudaGetDevice(&prev));
+  const int dev = L.device_id;
+  if (dev != prev) FP4MOE_CUDA_CHECK(cudaSetDevice(dev));
+  const unsigned blocks = unsigned((T + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  route_kernel<<<blocks, 32 * kWarpsPerBlock, smem, static_cast<cudaStream_t>(args.stream)>>>(a);
+  const cudaError_t err = cudaGetLastError();
+  if (dev != prev) cudaSetDevice(prev);
+  FP4MOE_CUDA_CHECK(err);
+}
+
+}  // namespace fp4moe::cuda

@@ -1,0 +1,162 @@
+// upload_weights: HostWeights (canonical layout, SPEC §3) -> CudaWeights (the fragment
+// layout of gemm_internal.hpp, where the layout and its index functions are written down).
+// Load time: builds the layout on the host, then one cudaMemcpy per array.
+#include <algorithm>
+#include <vector>
+
+#include "cuda/common/check.hpp"
+#include "cuda/gemm_internal.hpp"
+
+namespace fp4moe::cuda {
+
+CudaWeights::~CudaWeights() {
+  int prev = 0;
+  const bool have_prev = cudaGetDevice(&prev) == cudaSuccess;
+  if (cudaSetDevice(device) == cudaSuccess)
+    for (void* p : allocations)
+      if (p) cudaFree(p);  // a destructor cannot throw: errors here are dropped
+  if (have_prev) cudaSetDevice(prev);
+}
+
+namespace {
+
+// One matrix set in host memory, in the device layout.
+struct HostMatrix {
+  std::vector<uint32_t> q;
+  std::vector<uint8_t> scale;
+  std::vector<float> epi;
+};
+
+// Canonical (E, rows, K/2) data + (E, rows, K/block) scales -> fragment layout.
+// canonical_row maps a device row n' to its canonical row. Throws when an MXFP4 expert spans too many
+// binades to be folded exactly (see gemm_internal.hpp).
+HostMatrix build_matrix(const char* name, const std::vector<uint8_t>& data,
+                        const std::vector<uint8_t>& scale, const std::vector<float>& dq, int64_t E,
+                        int N, int K, int block, int64_t (*canonical_row)(int64_t, int64_t)) {
+  const int Kp = (K + kFragK - 1) / kFragK * kFragK;
+  const int64_t cols = K / block;
+  HostMatrix m;
+  m.q.assign(size_t(E) * (N / kFragRows) * (Kp / kFragK) * kFragWords, 0u);
+  m.scale.assign(size_t(E) * (N / kFragRows) * (Kp / kFragK) * frag_scale_bytes(block), 0u);
+  m.epi.resize(size_t(E));
+  for (int64_t e = 0; e < E; ++e) {
+    const uint8_t* d = data.data() + e * N * (K / 2);
+    const uint8_t* s = scale.data() + e * N * cols;
+    // MXFP4 fold: largest and smallest code over blocks that hold a non-zero value.
+    int cmax = -1, cmin = 256;
+    auto block_nonzero = [&](int64_t r, int64_t c) {
+      for (int64_t j = 0; j < block / 2; ++j)
+        if (d[r * (K / 2) + c * (block / 2) + j] & 0x77) return true;
+      return false;
+    };
+    if (block == 32)
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          if (block_nonzero(r, c)) {
+            cmax = std::max<int>(cmax, s[r * cols + c]);
+            cmin = std::min<int>(cmin, s[r * cols + c]);
+          }
+    if (block == 32 && cmax < 0) cmax = cmin = 127;  // all zero: any fold works
+    if (block == 32 && cmax - cmin > kMxMaxSpan)
+      detail::fail(ErrorKind::unsupported,
+                   std::string(name) + "_scale: e8m0 codes of expert " + std::to_string(e) + " span [" +
+                       std::to_string(cmin) + ", " + std::to_string(cmax) +
+                       "], need at most 2^" + std::to_string(kMxMaxSpan) +
+                       " between the smallest and largest non-zero block for the CUDA GEMMs");
+    const int F = block == 16 ? kNvfp4Fold : cmax - 127;
+    m.epi[e] = (exp2i(F / 2) * exp2i(F - F / 2)) * dq[e];
+    // Word by word: word (lane, kk) of block (nb, kb) takes one byte (two consecutive k)
+    // per register a_j from canonical row canon(n') (see gemm_internal.hpp).
+    const int KB = Kp / kFragK;
+    uint32_t* qe = m.q.data() + size_t(e) * (N / kFragRows) * KB * kFragWords;
+    for (int64_t n0 = 0; n0 < N; n0 += kFragRows)
+      for (int kb = 0; kb < KB; ++kb)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int kk = 0; kk < 4; ++kk) {
+            uint32_t word = 0;
+            for (int j = 0; j < 4; ++j) {
+              const int64_t row = canonical_row(n0 + lane / 4 + 8 * (j & 1), N);
+              const int64_t k = int64_t(kb) * kFragK + kk * 16 + (lane % 4) * 2 + 8 * (j >> 1);
+              if (k >= K) continue;
+              const uint32_t byte = d[row * (K / 2) + k / 2];
+              word |= (byte & 15u) << (12 - 4 * j) | (byte >> 4) << (28 - 4 * j);
+            }
+            qe[((n0 / kFragRows) * KB + kb) * kFragWords + lane * 4 + kk] = word;
+          }
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t r = canonical_row(n, N);
+      for (int64_t c = 0; c < cols; ++c) {
+        uint8_t code = s[r * cols + c];
+        if (block == 32) code = uint8_t(std::max(int(code) - cmax + 253, 128));
+        m.scale[frag_scale(e, n, c * block, N, Kp, block)] = code;
+      }
+    }
+  }
+  return m;
+}
+
+// Inverse of w13_device_row: n' -> canonical row (gate i, or I + i for up i).
+int64_t w13_row(int64_t n, int64_t N) {
+  const int64_t i = (n / 16) * 8 + n % 8;
+  return (n % 16) >= 8 ? N / 2 + i : i;
+}
+int64_t identity_row(int64_t r, int64_t) { return r; }
+
+}  // namespace
+
+std::unique_ptr<DeviceWeights> upload_weights(const detail::HostWeights& w, int device) {
+  const int64_t E = w.num_local, H = w.H(), I = w.I();
+  const int block = w.block;
+  const std::string fn = "upload_weights: ";
+  if (block != 16 && block != 32) detail::fail_arg(fn + "block: got " + std::to_string(block) + ", need 16 or 32");
+  if (E <= 0) detail::fail_arg(fn + "num_local: got " + std::to_string(E) + ", need > 0");
+  if (H <= 0 || H % block || I <= 0 || I % block || H > (1 << 20) || I > (1 << 20))
+    detail::fail_arg(fn + "hidden, intermediate: got " + std::to_string(H) + ", " + std::to_string(I) +
+                     ", need positive multiples of " + std::to_string(block) + " up to 2^20");
+  auto need = [&](const char* name, size_t got, size_t want) {
+    if (got != want)
+      detail::fail_arg(fn + name + ": got " + std::to_string(got) + " elements, need " + std::to_string(want));
+  };
+  need("w13", w.w13.size(), size_t(E * 2 * I * H / 2));
+  need("w13_scale", w.w13_scale.size(), size_t(E * 2 * I * H / block));
+  need("w13_dq", w.w13_dq.size(), size_t(E));
+  need("w2", w.w2.size(), size_t(E * H * I / 2));
+  need("w2_scale", w.w2_scale.size(), size_t(E * H * I / block));
+  need("w2_dq", w.w2_dq.size(), size_t(E));
+  if (!w.w13_bias.empty()) need("w13_bias", w.w13_bias.size(), size_t(E * 2 * I));
+  if (!w.w2_bias.empty()) need("w2_bias", w.w2_bias.size(), size_t(E * H));
+
+  const HostMatrix m13 = build_matrix("w13", w.w13, w.w13_scale, w.w13_dq, E, int(2 * I), int(H), block, w13_row);
+  const HostMatrix m2 = build_matrix("w2", w.w2, w.w2_scale, w.w2_dq, E, int(H), int(I), block, identity_row);
+
+  auto out = std::make_unique<CudaWeights>();
+  out->desc = w.desc;
+  out->device = device;
+  FP4MOE_CUDA_CHECK(cudaSetDevice(device));
+  int slot = 0;
+  auto upload = [&](const void* src, size_t bytes) -> void* {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    FP4MOE_CUDA_CHECK(cudaMalloc(&p, bytes));
+    out->allocations[slot++] = p;
+    out->bytes_ += bytes;
+    FP4MOE_CUDA_CHECK(cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice));
+    return p;
+  };
+  auto fill = [&](WeightMatrix& d, const HostMatrix& h, const std::vector<float>& bias, int N, int K) {
+    d.q = static_cast<const uint32_t*>(upload(h.q.data(), h.q.size() * 4));
+    d.scale = static_cast<const uint8_t*>(upload(h.scale.data(), h.scale.size()));
+    d.epi = static_cast<const float*>(upload(h.epi.data(), h.epi.size() * 4));
+    d.bias = static_cast<const float*>(upload(bias.data(), bias.size() * 4));
+    d.num_experts = E;
+    d.N = N;
+    d.K = K;
+    d.Kp = (K + kFragK - 1) / kFragK * kFragK;
+    d.block = block;
+  };
+  fill(out->w13, m13, w.w13_bias, int(2 * I), int(H));
+  fill(out->w2, m2, w.w2_bias, int(H), int(I));
+  return out;
+}
+
+}  // namespace fp4moe::cuda

@@ -1,0 +1,518 @@
+// The CUDA pipeline kernels against independent host oracles: routing (bit-exact ids
+// vs detail::route_reference), permutation (an oracle written here), activation
+// quantization (vs detail::nvfp4_quantize_rows), combine and batched writeback (the
+// reference's loop written here). Fresh random inputs every run; the seed is printed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_test_util.hpp"
+#include "cuda/pipeline.hpp"
+#include "format/quant.hpp"
+#include "fp4moe/format.h"
+#include "reference/reference.hpp"
+
+namespace fp4moe::testing {
+namespace {
+
+uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) | std::random_device{}(); }
+
+// ---------------------------------------------------------------------------
+// Routing
+// ---------------------------------------------------------------------------
+struct RouteCase {
+  const char* name;
+  int64_t E, k;
+  RoutingDesc r;
+  bool bias;
+};
+
+std::vector<RouteCase> route_cases() {
+  auto sm = [](bool renorm) {
+    RoutingDesc r;
+    r.method = RoutingMethod::softmax;
+    r.renormalize = renorm;
+    return r;
+  };
+  auto grouped = [](int g, int tg, float scale, bool renorm = true) {
+    RoutingDesc r;
+    r.method = RoutingMethod::sigmoid_grouped;
+    r.n_group = g;
+    r.topk_group = tg;
+    r.routed_scaling_factor = scale;
+    r.renormalize = renorm;
+    return r;
+  };
+  return {
+      {"qwen3_softmax_renorm", 128, 8, sm(true), false},
+      {"softmax_no_renorm", 64, 4, sm(false), false},
+      {"gpt_oss_softmax", 128, 4, sm(true), false},
+      {"deepseek_v3_grouped_bias", 256, 8, grouped(8, 4, 2.5f), true},
+      {"kimi_k2_one_group_bias", 384, 8, grouped(1, 1, 2.827f), true},
+      {"grouped_no_bias_no_renorm", 64, 6, grouped(4, 2, 1.0f, false), false},
+      {"grouped_one_expert_groups", 16, 2, grouped(16, 3, 1.5f), true},
+      {"softmax_k1_odd_E", 37, 1, sm(true), false},
+  };
+}
+
+// Logits: normal, then rows that force ties (values on a coarse grid, a constant row,
+// repeated maxima), -inf entries, and NaN (first and elsewhere).
+std::vector<float> make_logits(int64_t T, int64_t E, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  std::vector<float> v(size_t(T * E));
+  for (auto& x : v) x = nd(rng);
+  for (int64_t t = 0; t < T; ++t) {
+    float* row = v.data() + t * E;
+    switch (t % 7) {
+      case 1:  // coarse grid: many exact ties
+        for (int64_t e = 0; e < E; ++e) row[e] = std::round(row[e] * 2.0f) / 2.0f;
+        break;
+      case 2:  // constant row
+        for (int64_t e = 0; e < E; ++e) row[e] = 0.25f;
+        break;
+      case 3:  // the maximum repeated at scattered indices
+        for (int64_t e = E - 1; e >= 0; e -= 3) row[e] = 9.0f;
+        break;
+      case 4:
+        row[t % E] = -INFINITY;
+        break;
+      case 5:
+        if (t % 2) row[0] = NAN; else row[E / 2] = NAN;
+        break;
+      default: break;
+    }
+  }
+  return v;
+}
+
+TEST(CudaRouting, IdsBitExactWeightsWithinRoundingOfReference) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const RouteCase& rc : route_cases()) {
+    for (int64_t T : {int64_t(1), int64_t(7), int64_t(300)}) {
+      SCOPED_TRACE(std::string(rc.name) + " T=" + std::to_string(T));
+      const int64_t E = rc.E, k = rc.k;
+      std::vector<float> logits = make_logits(T, E, rng);
+      std::vector<float> bias(static_cast<size_t>(E));
+      std::uniform_real_distribution<float> ud(-0.1f, 0.1f);
+      for (int64_t e = 0; e < E; ++e) bias[e] = (e % 5 == 0) ? 0.0f : ud(rng);  // some equal biases
+
+      // reference on the host
+      std::vector<int32_t> ref_ids(size_t(T * k));
+      std::vector<float> ref_w(size_t(T * k));
+      RouteArgs h;
+      h.router_logits = TensorView::of(logits.data(), DType::f32, {T, E});
+      if (rc.bias) h.correction_bias = TensorView::of(bias.data(), DType::f32, {E});
+      h.topk_ids = TensorView::of(ref_ids.data(), DType::i32, {T, k});
+      h.topk_weights = TensorView::of(ref_w.data(), DType::f32, {T, k});
+      h.top_k = k;
+      h.routing = rc.r;
+      detail::route_reference(h);
+
+      // the GPU through the public entry
+      DeviceBuffer d_logits(logits), d_bias(bias), d_ids(size_t(T * k) * 4), d_w(size_t(T * k) * 4);
+      RouteArgs g = h;
+      g.router_logits = d_logits.view(DType::f32, {T, E});
+      g.correction_bias = rc.bias ? d_bias.view(DType::f32, {E}) : TensorView{};
+      g.topk_ids = d_ids.view(DType::i32, {T, k});
+      g.topk_weights = d_w.view(DType::f32, {T, k});
+      route(g);
+      const auto ids = d_ids.download<int32_t>();
+      const auto w = d_w.download<float>();
+      int bad = 0;
+      for (int64_t i = 0; i < T * k && bad < 5; ++i) {
+        const bool both_nan = std::isnan(w[i]) && std::isnan(ref_w[i]);
+        const float err = std::fabs(w[i] - ref_w[i]);
+        const bool w_ok = both_nan || err <= 1e-6f * std::fabs(ref_w[i]) || err == 0.0f;
+        if (ids[i] != ref_ids[i] || !w_ok) {
+          ++bad;
+          ADD_FAILURE() << "token " << i / k << " slot " << i % k << ": gpu id " << ids[i] << " w " << w[i]
+                        << ", reference id " << ref_ids[i] << " w " << ref_w[i];
+        }
+      }
+      EXPECT_EQ(d_ids.guard_damage(), "");
+      EXPECT_EQ(d_w.guard_damage(), "");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Permutation
+// ---------------------------------------------------------------------------
+struct PermOracle {
+  std::vector<int32_t> begin, count, row_token, slot_row;
+  bool bad = false;
+};
+
+// Experts in index order, slots of one expert in slot order.
+PermOracle permute_oracle(const std::vector<int32_t>& ids, const std::vector<int32_t>& map, int64_t T, int64_t k,
+                          int64_t E, int64_t L) {
+  PermOracle o;
+  const int64_t N = T * k;
+  std::vector<int32_t> local(size_t(N), -1);
+  for (int64_t s = 0; s < N; ++s) {
+    const int32_t id = ids[s];
+    if (id == -1) continue;
+    if (id < -1 || id >= E) {
+      o.bad = true;
+      continue;
+    }
+    local[s] = map[id];
+  }
+  o.begin.assign(size_t(L), 0);
+  o.count.assign(size_t(L), 0);
+  o.slot_row.assign(size_t(N), -1);
+  int32_t pos = 0;
+  for (int64_t e = 0; e < L; ++e) {
+    o.begin[e] = pos;
+    for (int64_t s = 0; s < N; ++s)
+      if (local[s] == e) {
+        o.row_token.push_back(int32_t(s / k));
+        o.slot_row[s] = pos++;
+      }
+    o.count[e] = pos - o.begin[e];
+  }
+  return o;
+}
+
+template <class T>
+void expect_same(const char* what, const std::vector<T>& got, const std::vector<T>& want, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (got[i] != want[i]) {
+      ADD_FAILURE() << what << "[" << i << "]: gpu " << got[i] << ", oracle " << want[i] << " (first mismatch)";
+      return;
+    }
+}
+
+TEST(CudaPermute, MatchesOracleBitExact) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  enum Kind { uniform, with_minus_one, non_local, one_expert, bad_ids };
+  const char* kind_name[] = {"uniform", "with_minus_one", "non_local", "one_expert", "bad_ids"};
+  for (int64_t T : {int64_t(1), int64_t(7), int64_t(300), int64_t(16384)}) {
+    for (int64_t E : {int64_t(64), int64_t(384)}) {
+      for (int kind = uniform; kind <= bad_ids; ++kind) {
+        const int64_t k = 8;
+        SCOPED_TRACE("T=" + std::to_string(T) + " E=" + std::to_string(E) + " " + kind_name[kind]);
+        // map: identity, or every third expert non-local (and the rest shuffled)
+        std::vector<int32_t> map(static_cast<size_t>(E));
+        int64_t L = E;
+        if (kind == non_local) {
+          L = 0;
+          for (int64_t e = 0; e < E; ++e) map[e] = (e % 3 == 1) ? -1 : int32_t(L++);
+          std::vector<int32_t> perm(static_cast<size_t>(L));
+          for (int64_t i = 0; i < L; ++i) perm[i] = int32_t(i);
+          std::shuffle(perm.begin(), perm.end(), rng);
+          for (auto& m : map)
+            if (m >= 0) m = perm[m];
+        } else {
+          for (int64_t e = 0; e < E; ++e) map[e] = int32_t(e);
+        }
+        std::vector<int32_t> ids(size_t(T * k));
+        std::uniform_int_distribution<int32_t> pick(0, int32_t(E - 1));
+        for (int64_t s = 0; s < T * k; ++s) {
+          ids[s] = kind == one_expert ? 5 : pick(rng);
+          if (kind == with_minus_one && s % 3 == 0) ids[s] = -1;
+          if (kind == bad_ids && s % 97 == 3) ids[s] = (s % 2) ? int32_t(E + s % 7) : -2 - int32_t(s % 5);
+        }
+        const PermOracle o = permute_oracle(ids, map, T, k, E, L);
+        const int64_t N = T * k;
+        DeviceBuffer d_ids(ids), d_map(map), status(4, 0), begin(size_t(L) * 4), count(size_t(L) * 4),
+            row_token(size_t(N) * 4), slot_row(size_t(N) * 4),
+            scratch(size_t(cuda::permute_scratch_ints(N, L)) * 4);
+        cuda::PermuteArgs a;
+        a.topk_ids = d_ids.as<int32_t>();
+        a.expert_map = d_map.as<int32_t>();
+        a.T = T;
+        a.k = k;
+        a.E = E;
+        a.num_local = L;
+        a.status = status.as<uint32_t>();
+        a.begin = begin.as<int32_t>();
+        a.count = count.as<int32_t>();
+        a.row_token = row_token.as<int32_t>();
+        a.slot_row = slot_row.as<int32_t>();
+        a.scratch = scratch.as<int32_t>();
+        cuda::permute(a, nullptr);
+        TEST_CUDA(cudaDeviceSynchronize());
+        expect_same("begin", begin.download<int32_t>(), o.begin, size_t(L));
+        expect_same("count", count.download<int32_t>(), o.count, size_t(L));
+        const auto rt = row_token.download<int32_t>();
+        expect_same("row_token", rt, o.row_token, o.row_token.size());
+        for (size_t p = o.row_token.size(); p < size_t(N); ++p)
+          if (rt[p] != -1) {  // 0xFF poison = -1: positions past sum(count) are not written
+            ADD_FAILURE() << "row_token[" << p << "] written past the routed rows: " << rt[p];
+            break;
+          }
+        expect_same("slot_row", slot_row.download<int32_t>(), o.slot_row, size_t(N));
+        EXPECT_EQ(status.download<uint32_t>()[0], o.bad ? cuda::kStatusBadId : 0u);
+        for (const DeviceBuffer* b : {&status, &begin, &count, &row_token, &slot_row, &scratch})
+          EXPECT_EQ(b->guard_damage(), "");
+      }
+    }
+  }
+}
+
+TEST(CudaPermute, BatchedCountsClampedAndFlagged) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const int64_t L = 5, M = 10;
+  const std::vector<int32_t> n = {0, 10, 3, 11, -2};
+  DeviceBuffer d_n(n), status(4, 0), begin(L * 4), count(L * 4);
+  cuda::batched_rows(d_n.as<int32_t>(), L, M, status.as<uint32_t>(), begin.as<int32_t>(), count.as<int32_t>(),
+                     nullptr);
+  EXPECT_EQ(begin.download<int32_t>(), (std::vector<int32_t>{0, 10, 20, 30, 40}));
+  EXPECT_EQ(count.download<int32_t>(), (std::vector<int32_t>{0, 10, 3, 10, 0}));
+  EXPECT_EQ(status.download<uint32_t>()[0], cuda::kStatusCountOverM | cuda::kStatusCountNegative);
+}
+
+// ---------------------------------------------------------------------------
+// Activation quantization
+// ---------------------------------------------------------------------------
+// rows of K: normal values, with whole-zero blocks, tiny blocks (subnormal e4m3 scales
+// for gs = 1) and blocks with one large outlier.
+std::vector<float> make_rows(int64_t rows, int64_t K, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(size_t(rows * K));
+  for (auto& v : x) v = nd(rng);
+  for (int64_t b = 0; b < rows * K / 16; ++b) {
+    float* p = x.data() + b * 16;
+    switch (b % 5) {
+      case 1:
+        for (int i = 0; i < 16; ++i) p[i] = 0.0f;
+        break;
+      case 2:
+        for (int i = 0; i < 16; ++i) p[i] *= 1e-3f;
+        break;
+      case 3:
+        p[b % 16] = 300.0f;
+        break;
+      default: break;
+    }
+  }
+  return x;
+}
+
+// x as the given dtype's bytes, and the fp32 values those bytes hold.
+std::vector<uint8_t> as_dtype(const std::vector<float>& x, DType dt, std::vector<float>& exact) {
+  std::vector<uint8_t> b(x.size() * dtype_size(dt));
+  exact.resize(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    detail::write_activation(b.data(), dt, int64_t(i), x[i]);
+    exact[i] = detail::read_activation(b.data(), dt, int64_t(i));
+  }
+  return b;
+}
+
+TEST(CudaQuantize, PlainRowsBitExactWithCpu) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t rows = 37, K = 7168 / 4 + 16;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    for (float gs : {1.0f, 448.0f * 6.0f / 7.5f, 1.0f / 3.0f}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " gs=" + std::to_string(gs));
+      std::vector<float> exact;
+      const auto bytes = as_dtype(make_rows(rows, K, rng), dt, exact);
+      std::vector<uint8_t> want_d(size_t(rows * K / 2)), want_s(size_t(rows * K / 16));
+      detail::nvfp4_quantize_rows(exact.data(), rows, K, gs, want_d.data(), want_s.data());
+      DeviceBuffer x(bytes), d(want_d.size()), s(want_s.size());
+      cuda::quantize_nvfp4_rows(x.data(), dt, rows, K, gs, d.as<uint8_t>(), s.as<uint8_t>(), nullptr);
+      expect_same("data", d.download<uint8_t>(), want_d, want_d.size());
+      expect_same("scale", s.download<uint8_t>(), want_s, want_s.size());
+      EXPECT_EQ(d.guard_damage(), "");
+      EXPECT_EQ(s.guard_damage(), "");
+    }
+  }
+}
+
+// The layer's preparation: round to bf16, times the row weight (rounded again), then
+// NVFP4 or bf16; batched rows past their group's count untouched.
+TEST(CudaQuantize, LayerActivationsMatchHostOracle) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t G = 3, M = 9, rows = G * M, K = 256;
+  const std::vector<int32_t> counts = {9, 0, 4};
+  std::uniform_real_distribution<float> ud(0.05f, 1.0f);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    for (bool weighted : {false, true}) {
+      for (bool batched : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (weighted ? " weighted" : "") + (batched ? " batched" : ""));
+        std::vector<float> exact;
+        const auto bytes = as_dtype(make_rows(rows, K, rng), dt, exact);
+        std::vector<float> w(static_cast<size_t>(rows));
+        for (auto& v : w) v = ud(rng);
+        std::vector<float> prepared(exact.size());
+        std::vector<char> live(size_t(rows), 1);
+        for (int64_t r = 0; r < rows; ++r) {
+          if (batched) live[r] = (r % M) < counts[r / M];
+          for (int64_t i = 0; i < K; ++i) {
+            float v = round_bf16(exact[r * K + i]);
+            if (weighted) v = round_bf16(v * w[r]);
+            prepared[r * K + i] = v;
+          }
+        }
+        const float gs = 1.0f / 0.0123f;
+        std::vector<uint8_t> want_d(size_t(rows * K / 2)), want_s(size_t(rows * K / 16));
+        detail::nvfp4_quantize_rows(prepared.data(), rows, K, gs, want_d.data(), want_s.data());
+
+        DeviceBuffer x(bytes), d_w(w), d_counts(counts), d(want_d.size()), s(want_s.size()), b16(size_t(rows * K) * 2);
+        cuda::ActRows src;
+        src.x = x.data();
+        src.dtype = dt;
+        src.rows = rows;
+        src.K = K;
+        src.row_stride = K;
+        if (weighted) src.row_weight = d_w.as<float>();
+        if (batched) {
+          src.group_count = d_counts.as<int32_t>();
+          src.M = M;
+        }
+        cuda::act_to_nvfp4(src, gs, d.as<uint8_t>(), s.as<uint8_t>(), nullptr);
+        cuda::act_to_bf16(src, b16.as<uint16_t>(), nullptr);
+        const auto got_d = d.download<uint8_t>();
+        const auto got_s = s.download<uint8_t>();
+        const auto got_b = b16.download<uint16_t>();
+        int bad = 0;
+        for (int64_t r = 0; r < rows && bad < 3; ++r) {
+          const bool ok_d = live[r] ? std::memcmp(&got_d[r * K / 2], &want_d[r * K / 2], K / 2) == 0
+                                    : std::all_of(&got_d[r * K / 2], &got_d[r * K / 2] + K / 2,
+                                                  [](uint8_t v) { return v == 0xFF; });
+          const bool ok_s = live[r] ? std::memcmp(&got_s[r * K / 16], &want_s[r * K / 16], K / 16) == 0
+                                    : std::all_of(&got_s[r * K / 16], &got_s[r * K / 16] + K / 16,
+                                                  [](uint8_t v) { return v == 0xFF; });
+          bool ok_b = true;
+          for (int64_t i = 0; i < K; ++i)
+            ok_b = ok_b && got_b[r * K + i] == (live[r] ? bf16_from_f32(prepared[r * K + i]) : uint16_t(0xFFFF));
+          if (!ok_d || !ok_s || !ok_b) {
+            ++bad;
+            ADD_FAILURE() << "row " << r << (live[r] ? "" : " (past its count: must stay poison)")
+                          << (ok_d ? "" : " nvfp4 data differs") << (ok_s ? "" : " scales differ")
+                          << (ok_b ? "" : " bf16 differs");
+          }
+        }
+        for (const DeviceBuffer* b : {&d, &s, &b16}) EXPECT_EQ(b->guard_damage(), "");
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Combine and batched writeback
+// ---------------------------------------------------------------------------
+TEST(CudaCombine, MatchesReferenceLoopBitExact) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t T = 19, k = 4, H = 1040, N = T * k;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> y(size_t(N * H)), w(static_cast<size_t>(N)), old(size_t(T * H));
+  for (auto& v : y) v = nd(rng);
+  for (auto& v : w) v = std::fabs(nd(rng));
+  for (auto& v : old) v = nd(rng);
+  // a random permutation of the slots, a few of them unrouted
+  std::vector<int32_t> slot_row(static_cast<size_t>(N));
+  for (int64_t s = 0; s < N; ++s) slot_row[s] = int32_t(s);
+  std::shuffle(slot_row.begin(), slot_row.end(), rng);
+  for (int64_t s = 0; s < N; s += 5) slot_row[s] = -1;
+  DeviceBuffer d_y(y), d_w(w), d_slot(slot_row);
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    for (bool accumulate : {false, true}) {
+      for (bool unweighted : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (accumulate ? " accumulate" : "") + (unweighted ? " w=1" : ""));
+        std::vector<float> init_exact;
+        const auto init = as_dtype(old, dt, init_exact);
+        std::vector<float> want(size_t(T * H));
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t i = 0; i < H; ++i) {
+            float acc = 0.0f;
+            for (int64_t j = 0; j < k; ++j) {
+              const int32_t r = slot_row[t * k + j];
+              if (r < 0) continue;
+              const float wj = unweighted ? 1.0f : w[t * k + j];
+              const float prod = wj * y[size_t(r) * H + i];
+              acc = acc + prod;
+            }
+            std::vector<uint8_t> cell(dtype_size(dt));
+            const float v = accumulate ? init_exact[t * H + i] + acc : acc;
+            detail::write_activation(cell.data(), dt, 0, v);
+            want[t * H + i] = detail::read_activation(cell.data(), dt, 0);
+          }
+        DeviceBuffer out(size_t(T * H) * dtype_size(dt));
+        if (accumulate) out.upload(init);
+        cuda::CombineArgs a;
+        a.y = d_y.as<float>();
+        a.slot_row = d_slot.as<int32_t>();
+        a.topk_weights = unweighted ? nullptr : d_w.as<float>();
+        a.T = T;
+        a.k = k;
+        a.H = H;
+        a.out = out.data();
+        a.out_dtype = dt;
+        a.out_stride = H;
+        a.accumulate = accumulate;
+        cuda::combine(a, nullptr);
+        const auto raw = out.download<uint8_t>();
+        for (int64_t i = 0; i < T * H; ++i) {
+          const float g = detail::read_activation(raw.data(), dt, i);
+          if (!(std::memcmp(&g, &want[i], 4) == 0)) {
+            ADD_FAILURE() << "out[" << i / H << ", " << i % H << "]: gpu " << g << ", oracle " << want[i];
+            break;
+          }
+        }
+        EXPECT_EQ(out.guard_damage(), "");
+      }
+    }
+  }
+}
+
+TEST(CudaCombine, BatchedWritebackOnlyRowsBelowCount) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const int64_t L = 4, M = 6, H = 64;
+  const std::vector<int32_t> count = {6, 0, 2, 5};
+  std::vector<float> y(size_t(L * M * H));
+  for (size_t i = 0; i < y.size(); ++i) y[i] = float(i % 977) * 0.37f - 100.0f;
+  DeviceBuffer d_y(y), d_c(count);
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    DeviceBuffer out(size_t(L * M * H) * dtype_size(dt));
+    cuda::batched_writeback(d_y.as<float>(), d_c.as<int32_t>(), L, M, H, out.data(), dt, nullptr);
+    const auto raw = out.download<uint8_t>();
+    const size_t es = dtype_size(dt);
+    for (int64_t row = 0; row < L * M; ++row) {
+      const bool live = row % M < count[row / M];
+      for (int64_t i = 0; i < H; ++i) {
+        const int64_t at = row * H + i;
+        bool ok;
+        if (live) {
+          std::vector<uint8_t> cell(es);
+          detail::write_activation(cell.data(), dt, 0, y[at]);
+          ok = std::memcmp(cell.data(), raw.data() + at * es, es) == 0;
+        } else {
+          ok = std::all_of(raw.begin() + at * es, raw.begin() + (at + 1) * es, [](uint8_t b) { return b == 0xFF; });
+        }
+        if (!ok) {
+          ADD_FAILURE() << "row " << row << " col " << i << (live ? ": wrong value" : ": written past its count");
+          row = L * M;
+          break;
+        }
+      }
+    }
+    EXPECT_EQ(out.guard_damage(), "");
+  }
+}
+
+}  // namespace
+}  // namespace fp4moe::testing

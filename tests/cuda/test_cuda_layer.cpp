@@ -1,0 +1,426 @@
+// The cuda backend through the public API against the scalar reference, on THE
+// conformance table (tests/moe_fixtures.hpp): standard and batched formats, the default
+// and the naive GEMM path, NaN-poisoned outputs, guard bytes around out and workspace,
+// determinism, CUDA-graph replay, device-side id/count errors, and forced selection on
+// a machine without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_test_util.hpp"
+#include "format/quant.hpp"
+#include "fp4moe/format.h"
+#include "moe_fixtures.hpp"
+#include "reference/reference.hpp"
+
+namespace fp4moe::testing {
+namespace {
+
+// Full-size layers: the reference runs on this many leading tokens / batched rows only.
+constexpr int64_t kFullSizeRefTokens = 4;
+constexpr int64_t kFullSizeRefRows = 6;
+
+// "rel_l2 ... > tol ...; worst element ..." or "" when within tolerance.
+std::string compare(const std::vector<float>& got, const std::vector<float>& ref, double tol, int64_t H) {
+  const double e = rel_l2(got, ref);
+  if (e <= tol) return "";
+  std::ostringstream os;
+  os << "rel_l2 " << e << " > tolerance " << tol;
+  size_t worst = 0;
+  double wd = -1;
+  for (size_t i = 0; i < got.size() && i < ref.size(); ++i) {
+    const double d = std::isfinite(got[i]) ? std::fabs(double(got[i]) - double(ref[i])) : INFINITY;
+    if (d > wd) {
+      wd = d;
+      worst = i;
+    }
+  }
+  if (!got.empty())
+    os << "; worst element [row " << worst / H << ", col " << worst % H << "]: got " << got[worst] << ", reference "
+       << ref[worst];
+  return os.str();
+}
+
+// The reference of the first n tokens (full-size layers: the CPU reference is slow).
+std::vector<float> reference_tokens(const MoEProblem& p, int64_t n) {
+  if (n == p.c.T) return run_reference(p);
+  const int64_t H = p.c.H, k = p.c.k;
+  std::vector<uint16_t> out(size_t(n * H));
+  for (int64_t i = 0; i < n * H; ++i) out[i] = p.c.accumulate ? p.out_init[i] : 0;
+  std::vector<float> scratch(detail::reference_scratch_floats(*p.host));
+  ForwardArgs a;
+  a.hidden_states = TensorView::of(p.x.data(), DType::bf16, {n, H});
+  a.topk_weights = TensorView::of(p.topk_weights.data(), DType::f32, {n, k});
+  a.topk_ids = TensorView::of(p.topk_ids.data(), DType::i32, {n, k});
+  a.out = TensorView::of(out.data(), DType::bf16, {n, H});
+  a.apply_router_weight_on_input = p.c.router_weight_on_input;
+  a.accumulate = p.c.accumulate;
+  detail::reference_forward(*p.host, a, scratch.data());
+  return bf16_to_float(out);
+}
+
+Layer prepare_cuda(const MoEProblem& p, bool naive) {
+  if (naive) setenv("FP4MOE_GEMM", "naive", 1);
+  PrepareOptions o;
+  o.backend = "cuda";
+  try {
+    Layer l = Layer::prepare(p.desc, p.weights, o);
+    if (naive) unsetenv("FP4MOE_GEMM");
+    return l;
+  } catch (...) {
+    if (naive) unsetenv("FP4MOE_GEMM");
+    throw;
+  }
+}
+
+class Stream {
+ public:
+  Stream() { TEST_CUDA(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~Stream() { (void)cudaStreamDestroy(s_); }
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// The standard format on the device: inputs uploaded, out and workspace guarded.
+struct StandardRun {
+  const MoEProblem& p;
+  const Layer& layer;
+  DeviceBuffer x, w, ids, out, ws;
+  ForwardArgs args;
+
+  StandardRun(const MoEProblem& p_, const Layer& l, const std::vector<int32_t>& topk_ids, cudaStream_t stream)
+      : p(p_), layer(l), x(p_.x), w(p_.topk_weights), ids(topk_ids), out(size_t(p_.c.T * p_.c.H) * 2),
+        ws(l.workspace_size(p_.c.T)) {
+    const int64_t T = p.c.T, H = p.c.H, k = p.c.k;
+    args.hidden_states = x.view(DType::bf16, {T, H});
+    args.topk_weights = w.view(DType::f32, {T, k});
+    args.topk_ids = ids.view(DType::i32, {T, k});
+    args.out = out.view(DType::bf16, {T, H});
+    args.workspace = ws.workspace_view();
+    args.apply_router_weight_on_input = p.c.router_weight_on_input;
+    args.accumulate = p.c.accumulate;
+    args.stream = stream;
+  }
+  // out poisoned with NaN bytes (or set to out_init for accumulate), workspace poisoned
+  void reset_out() {
+    out.fill(0xFF);
+    ws.fill(0xFF);
+    if (p.c.accumulate) out.upload(p.out_init);
+  }
+  std::vector<uint16_t> run() {
+    reset_out();
+    layer.forward(args);
+    TEST_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(args.stream)));
+    return out.download<uint16_t>();
+  }
+  std::string guards() const {
+    std::string g = out.guard_damage();
+    if (!g.empty()) return "out: " + g;
+    g = ws.guard_damage();
+    return g.empty() ? "" : "workspace: " + g;
+  }
+};
+
+// Batched input built from the standard problem's routing: expert e's rows are the
+// tokens routed to it, in (t, j) order; rows past the count are NaN poison.
+struct BatchedInput {
+  int64_t L = 0, M = 1;
+  std::vector<int32_t> counts;
+  std::vector<uint16_t> x;                    // [L, M, H] bf16
+  std::vector<uint8_t> x_fp4, x_scale;        // [L, M, H/2], [L, M, H/16] (W4A4)
+};
+
+BatchedInput make_batched(const MoEProblem& p) {
+  BatchedInput b;
+  const int64_t H = p.c.H, k = p.c.k, E = p.c.E;
+  b.L = p.host->num_local;
+  std::vector<std::vector<int64_t>> rows(size_t(b.L));
+  for (int64_t s = 0; s < p.c.T * k; ++s) {
+    const int32_t id = p.topk_ids[s];
+    if (id < 0 || id >= E) continue;
+    const int32_t e = p.expert_map.empty() ? id : p.expert_map[id];
+    if (e >= 0) rows[e].push_back(s / k);
+  }
+  for (auto& r : rows) b.M = std::max<int64_t>(b.M, int64_t(r.size()));
+  b.counts.resize(size_t(b.L));
+  b.x.assign(size_t(b.L * b.M * H), 0xFFFF);
+  for (int64_t e = 0; e < b.L; ++e) {
+    b.counts[e] = int32_t(rows[e].size());
+    for (size_t r = 0; r < rows[e].size(); ++r)
+      std::memcpy(&b.x[(e * b.M + int64_t(r)) * H], &p.x[rows[e][r] * H], size_t(H) * 2);
+  }
+  if (p.desc.act_quant == ActQuant::nvfp4) {
+    const int64_t R = b.L * b.M;
+    std::vector<float> xf(size_t(R * H));
+    for (size_t i = 0; i < xf.size(); ++i) xf[i] = bf16_to_f32(b.x[i]);
+    b.x_fp4.resize(size_t(R * H / 2));
+    b.x_scale.resize(size_t(R * H / 16));
+    detail::nvfp4_quantize_rows(xf.data(), R, H, 1.0f / p.host->a13_dq, b.x_fp4.data(), b.x_scale.data());
+    for (int64_t e = 0; e < b.L; ++e)  // poison rows past the count (0xFF scale is NaN)
+      for (int64_t r = b.counts[e]; r < b.M; ++r) {
+        std::fill_n(&b.x_fp4[(e * b.M + r) * H / 2], H / 2, uint8_t(0xFF));
+        std::fill_n(&b.x_scale[(e * b.M + r) * H / 16], H / 16, uint8_t(0xFF));
+      }
+  }
+  return b;
+}
+
+// Runs the batched format (bf16 input, or NVFP4 input when fp4) on the GPU and checks it
+// against reference_forward_batched; "" when everything holds.
+std::string check_batched(const MoEProblem& p, const Layer& layer, const BatchedInput& b, bool fp4,
+                          cudaStream_t stream) {
+  const int64_t H = p.c.H, L = b.L, M = b.M;
+  std::ostringstream fail;
+  DeviceBuffer x(fp4 ? b.x_fp4.size() : b.x.size() * 2), xs(fp4 ? b.x_scale.size() : 0), n(b.counts),
+      out(size_t(L * M * H) * 2), ws(layer.batched_workspace_size(M));
+  if (fp4) {
+    x.upload(b.x_fp4);
+    xs.upload(b.x_scale);
+  } else {
+    x.upload(b.x);
+  }
+  ws.fill(0xFF);
+  BatchedArgs a;
+  a.hidden_states = fp4 ? x.view(DType::u8, {L, M, H / 2}) : x.view(DType::bf16, {L, M, H});
+  if (fp4) a.hidden_scale = xs.view(DType::e4m3, {L, M, H / 16});
+  a.expert_num_tokens = n.view(DType::i32, {L});
+  a.out = out.view(DType::bf16, {L, M, H});
+  a.workspace = ws.workspace_view();
+  a.stream = stream;
+  layer.forward_batched(a);
+  layer.check_device_errors(a.workspace, stream);
+  const auto got = out.download<uint16_t>();
+
+  // the reference on every row (small layers) or a few rows (full-size ones)
+  std::vector<int32_t> ref_counts = b.counts;
+  if (p.c.random_codes) {
+    int64_t left = kFullSizeRefRows;
+    for (auto& c : ref_counts) {
+      const int32_t take = int32_t(std::min<int64_t>(left, std::min<int32_t>(c, 1)));
+      c = take;
+      left -= take;
+    }
+  }
+  std::vector<uint16_t> ref(size_t(L * M * H), 0);
+  std::vector<float> scratch(detail::reference_scratch_floats(*p.host));
+  BatchedArgs r;
+  r.hidden_states = fp4 ? TensorView::of(b.x_fp4.data(), DType::u8, {L, M, H / 2})
+                        : TensorView::of(b.x.data(), DType::bf16, {L, M, H});
+  if (fp4) r.hidden_scale = TensorView::of(b.x_scale.data(), DType::e4m3, {L, M, H / 16});
+  r.expert_num_tokens = TensorView::of(ref_counts.data(), DType::i32, {L});
+  r.out = TensorView::of(ref.data(), DType::bf16, {L, M, H});
+  detail::reference_forward_batched(*p.host, r, scratch.data());
+
+  std::vector<float> g, want;
+  for (int64_t e = 0; e < L; ++e)
+    for (int64_t row = 0; row < M; ++row) {
+      const size_t at = size_t((e * M + row) * H);
+      if (row < ref_counts[e]) {
+        for (int64_t i = 0; i < H; ++i) {
+          g.push_back(bf16_to_f32(got[at + i]));
+          want.push_back(bf16_to_f32(ref[at + i]));
+        }
+      } else if (row >= b.counts[e]) {
+        for (int64_t i = 0; i < H; ++i)
+          if (got[at + i] != 0xFFFF) {
+            fail << "batched row [" << e << ", " << row << "] past its count " << b.counts[e] << " was written; ";
+            i = H;
+            row = M;
+            e = L;
+          }
+      }
+    }
+  if (std::string c = compare(g, want, tolerance(p.c), H); !c.empty()) fail << "batched (rows of the routed tokens, "
+                                                                            << "in expert order): " << c << "; ";
+  if (std::string gd = out.guard_damage(); !gd.empty()) fail << "batched out: " << gd << "; ";
+  if (std::string gd = ws.guard_damage(); !gd.empty()) fail << "batched workspace: " << gd << "; ";
+  return fail.str();
+}
+
+class CudaLayerConformance : public ::testing::TestWithParam<MoECase> {};
+
+TEST_P(CudaLayerConformance, MatchesReference) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const MoECase& c = GetParam();
+  const MoEProblem p = make_problem(c);
+  const int64_t T = c.T, H = c.H;
+  const int64_t n_ref = c.random_codes ? std::min<int64_t>(T, kFullSizeRefTokens) : T;
+  const std::vector<float> ref = reference_tokens(p, n_ref);
+  const BatchedInput batched = make_batched(p);
+  Stream stream;
+
+  for (bool naive : {false, true}) {
+    SCOPED_TRACE(c.name + (naive ? " [FP4MOE_GEMM=naive]" : " [default GEMM path]"));
+    const Layer layer = prepare_cuda(p, naive);
+    ASSERT_EQ(layer.backend(), "cuda");
+    StandardRun run(p, layer, p.topk_ids, stream.get());
+
+    const std::vector<uint16_t> first = run.run();
+    layer.check_device_errors(run.args.workspace, stream.get());
+    std::vector<float> got = bf16_to_float(first);
+    got.resize(size_t(n_ref * H));
+    EXPECT_EQ(compare(got, ref, tolerance(c), H), "") << "standard format, first " << n_ref << " of " << T << " tokens";
+    EXPECT_EQ(run.guards(), "");
+
+    // deterministic: bit-identical run to run
+    for (int rep = 1; rep < 3; ++rep) {
+      const std::vector<uint16_t> again = run.run();
+      const auto mismatch = std::mismatch(first.begin(), first.end(), again.begin());
+      EXPECT_TRUE(mismatch.first == first.end())
+          << "run " << rep << " differs from run 0 at element " << (mismatch.first - first.begin());
+    }
+
+    // a CUDA graph of one forward replays to the same bits
+    if (!naive) {
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      run.reset_out();
+      TEST_CUDA(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+      try {
+        layer.forward(run.args);
+      } catch (...) {
+        cudaStreamEndCapture(stream.get(), &graph);
+        throw;
+      }
+      TEST_CUDA(cudaStreamEndCapture(stream.get(), &graph));
+      TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      for (int rep = 0; rep < 2; ++rep) {
+        run.reset_out();
+        TEST_CUDA(cudaGraphLaunch(exec, stream.get()));
+        TEST_CUDA(cudaStreamSynchronize(stream.get()));
+        const auto replay = run.out.download<uint16_t>();
+        const auto mismatch = std::mismatch(first.begin(), first.end(), replay.begin());
+        EXPECT_TRUE(mismatch.first == first.end())
+            << "graph replay " << rep << " differs from eager at element " << (mismatch.first - first.begin());
+      }
+      (void)cudaGraphExecDestroy(exec);
+      (void)cudaGraphDestroy(graph);
+      EXPECT_EQ(run.guards(), "");
+    }
+
+    // batched format from the same routing (bf16 input; W4A4 also NVFP4 input)
+    EXPECT_EQ(check_batched(p, layer, batched, false, stream.get()), "");
+    if (c.aq == ActQuant::nvfp4) EXPECT_EQ(check_batched(p, layer, batched, true, stream.get()), "") << "NVFP4 input";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, CudaLayerConformance, ::testing::ValuesIn(conformance_cases(true)),
+                         [](const ::testing::TestParamInfo<MoECase>& i) { return i.param.name; });
+
+const MoECase& small_case(const char* name) {
+  static const std::vector<MoECase> cases = conformance_cases(false);
+  for (const MoECase& c : cases)
+    if (c.name == name) return c;
+  throw std::runtime_error(std::string("no conformance case named ") + name);
+}
+
+// Ids outside [-1, E) cannot throw from a kernel: they count as -1 (never an index)
+// and check_device_errors reports them once.
+TEST(CudaLayer, IdsOutOfRangeReportedAndNeverRead) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  for (const char* name : {"ep_map_contiguous", "qwen3_30b_half_T300"}) {
+    SCOPED_TRACE(name);
+    MoEProblem p = make_problem(small_case(name));
+    const int64_t E = p.c.E, H = p.c.H;
+    std::vector<int32_t> bad = p.topk_ids;
+    for (size_t s = 1; s < bad.size(); s += 7) bad[s] = (s % 2) ? int32_t(E + s % 5) : -2 - int32_t(s % 1000000);
+    bad[0] = std::numeric_limits<int32_t>::max();
+    // what the layer must compute: the bad slots as -1
+    for (size_t s = 0; s < bad.size(); ++s)
+      if (bad[s] < -1 || bad[s] >= E) p.topk_ids[s] = -1;
+    const std::vector<float> ref = run_reference(p);
+    const Layer layer = prepare_cuda(p, false);
+    Stream stream;
+    StandardRun run(p, layer, bad, stream.get());
+    const auto got = bf16_to_float(run.run());
+    try {
+      layer.check_device_errors(run.args.workspace, stream.get());
+      ADD_FAILURE() << "check_device_errors did not throw for ids outside [-1, E)";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("topk_ids"), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(layer.check_device_errors(run.args.workspace, stream.get())) << "the status was not cleared";
+    EXPECT_EQ(compare(got, ref, tolerance(p.c), H), "");
+    EXPECT_EQ(run.guards(), "");
+  }
+}
+
+TEST(CudaLayer, BatchedCountAboveMReported) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const MoEProblem p = make_problem(small_case("qwen3_30b_half_T300"));
+  const Layer layer = prepare_cuda(p, false);
+  const int64_t L = p.host->num_local, M = 4, H = p.c.H;
+  std::vector<int32_t> counts(size_t(L), 2);
+  counts[1] = int32_t(M + 3);
+  std::vector<uint16_t> x(size_t(L * M * H));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = p.x[i % p.x.size()];
+  DeviceBuffer dx(x), dn(counts), out(x.size() * 2), ws(layer.batched_workspace_size(M));
+  BatchedArgs a;
+  a.hidden_states = dx.view(DType::bf16, {L, M, H});
+  a.expert_num_tokens = dn.view(DType::i32, {L});
+  a.out = out.view(DType::bf16, {L, M, H});
+  a.workspace = ws.workspace_view();
+  layer.forward_batched(a);
+  try {
+    layer.check_device_errors(a.workspace, nullptr);
+    ADD_FAILURE() << "check_device_errors did not throw for a count above M";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("expert_num_tokens"), std::string::npos) << e.what();
+  }
+  const auto got = out.download<uint16_t>();
+  for (int64_t e = 0; e < L; ++e)
+    for (int64_t r = 0; r < M; ++r) {
+      const bool live = r < std::min<int64_t>(counts[e], M);
+      const bool poison = got[size_t((e * M + r) * H)] == 0xFFFF;
+      EXPECT_NE(live, poison) << "row [" << e << ", " << r << "]";
+    }
+  EXPECT_EQ(out.guard_damage(), "");
+  EXPECT_EQ(ws.guard_damage(), "");
+}
+
+// T == 0 and M == 0: no work, no workspace, nothing launched.
+TEST(CudaLayer, EmptyBatchesNeedNoWorkspace) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const MoEProblem p = make_problem(small_case("odd_shape_nvfp4"));
+  const Layer layer = prepare_cuda(p, false);
+  EXPECT_EQ(layer.workspace_size(0), 0u);
+  EXPECT_EQ(layer.batched_workspace_size(0), 0u);
+  EXPECT_GT(layer.workspace_size(1), 0u);
+}
+
+// Forcing the cuda backend where there is no GPU is refused, saying why and what is
+// available. Runs only on machines without a GPU.
+TEST(CudaSelection, ForcedCudaWithoutGpuSaysWhyAndWhatIsAvailable) {
+  if (cuda_present()) GTEST_SKIP() << "a CUDA device is present";
+  const MoEProblem p = make_problem(small_case("odd_shape_nvfp4"));
+  PrepareOptions o;
+  o.backend = "cuda";
+  try {
+    (void)Layer::prepare(p.desc, p.weights, o);
+    ADD_FAILURE() << "prepare with backend cuda succeeded without a GPU";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::unsupported) << m;
+    EXPECT_NE(m.find("cuda"), std::string::npos) << m;
+    const bool says_why = m.find("no CUDA device") != std::string::npos ||
+                          m.find("no usable CUDA driver") != std::string::npos ||
+                          m.find("CUDA runtime cannot start") != std::string::npos;
+    EXPECT_TRUE(says_why) << m;
+    EXPECT_NE(m.find("reference"), std::string::npos) << "the message should list what is available: " << m;
+  }
+}
+
+}  // namespace
+}  // namespace fp4moe::testing

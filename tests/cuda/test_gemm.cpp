@@ -1,0 +1,590 @@
+// The CUDA grouped GEMMs (src/cuda/gemm.hpp), both paths, against a host computation
+// written here: weights decoded from the canonical HostWeights with this file's own e2m1
+// table, double accumulation. Skips without a GPU (except the config tests).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuda/gemm.hpp"
+#include "cuda/gemm_internal.hpp"
+#include "format/quant.hpp"
+
+namespace fp4moe::cuda {
+namespace {
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#define SKIP_WITHOUT_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device"
+
+void ck(cudaError_t e, const char* what) { ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e); }
+
+constexpr double kE2m1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+double e2m1(uint8_t c) { return (c & 8) ? -kE2m1[c & 7] : kE2m1[c & 7]; }
+
+// A device buffer with 4 KiB of 0xA5 on both sides and 0xA5 inside (poison).
+constexpr size_t kGuard = 4096;
+constexpr uint8_t kPoison = 0xA5;
+struct Guarded {
+  uint8_t* base = nullptr;
+  size_t bytes = 0;
+  explicit Guarded(size_t n) : bytes(n) {
+    EXPECT_EQ(cudaMalloc(&base, n + 2 * kGuard), cudaSuccess);
+    EXPECT_EQ(cudaMemset(base, kPoison, n + 2 * kGuard), cudaSuccess);
+  }
+  ~Guarded() { cudaFree(base); }
+  Guarded(const Guarded&) = delete;
+  template <class T>
+  T* ptr() const { return reinterpret_cast<T*>(base + kGuard); }
+  std::vector<uint8_t> all() const {  // guard + payload + guard
+    std::vector<uint8_t> h(bytes + 2 * kGuard);
+    EXPECT_EQ(cudaMemcpy(h.data(), base, h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+template <class T>
+struct Dev {
+  T* p = nullptr;
+  explicit Dev(const std::vector<T>& h) {
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(h.size(), 1) * sizeof(T)), cudaSuccess);
+    if (!h.empty()) EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+};
+
+// ---------------------------------------------------------------------------
+// A problem: weights, expert rows, A operand
+// ---------------------------------------------------------------------------
+struct Spec {
+  std::string name;
+  int64_t H, I, E;
+  WeightFormat wf = WeightFormat::nvfp4;
+  bool w4a4 = false;
+  Activation act = Activation::silu;
+  bool bias = false;
+  std::vector<int32_t> counts;  // rows per expert (size E)
+  bool batched = false;         // begin[e] = e * M (gaps), identity gather; else packed + gather
+  uint64_t seed = 1;
+};
+std::string describe(const Spec& s) {
+  std::ostringstream o;
+  o << s.name << " (H=" << s.H << " I=" << s.I << " E=" << s.E << " " << to_string(s.wf)
+    << (s.w4a4 ? " W4A4" : " W4A16") << " " << to_string(s.act) << (s.bias ? " +bias" : "")
+    << (s.batched ? " batched" : " permuted") << ", counts:";
+  for (int c : s.counts) o << " " << c;
+  return o.str() + ")";
+}
+
+struct Problem {
+  Spec s;
+  detail::HostWeights w;
+  std::vector<int32_t> begin, count;
+  int64_t rows_bound = 0, row_space = 0, T = 0;
+  std::vector<int32_t> gather;   // [row_space] source row of A (-1: no expert row)
+  std::vector<uint16_t> a_bf16;  // [T, H]
+  std::vector<uint8_t> a_fp4, a_scale;
+  float a_dq = 1.0f;
+};
+
+// e4m3 scale codes of moderate magnitude (2^-6 .. 2^3), some subnormal and zero.
+uint8_t random_e4m3(std::mt19937_64& rng) {
+  const uint32_t r = uint32_t(rng() % 64);
+  if (r == 0) return 0;
+  if (r < 4) return uint8_t(rng() % 8);  // subnormal
+  return uint8_t(0x08 + rng() % (0x50 - 0x08));
+}
+
+Problem make_problem(const Spec& s) {
+  Problem p;
+  p.s = s;
+  std::mt19937_64 rng(s.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t E = s.E, H = s.H, I = s.I;
+  auto& w = p.w;
+  w.desc.hidden = H;
+  w.desc.intermediate = I;
+  w.desc.num_experts = E;
+  w.desc.top_k = 1;
+  w.desc.weight_format = s.wf;
+  w.desc.act_quant = s.w4a4 ? ActQuant::nvfp4 : ActQuant::none;
+  w.desc.activation = s.act;
+  w.num_local = E;
+  w.block = s.wf == WeightFormat::nvfp4 ? 16 : 32;
+  auto bytes = [&](size_t n) {
+    std::vector<uint8_t> v(n);
+    for (auto& b : v) b = uint8_t(rng());
+    return v;
+  };
+  auto scales = [&](size_t n) {
+    std::vector<uint8_t> v(n);
+    for (auto& b : v) b = s.wf == WeightFormat::nvfp4 ? random_e4m3(rng) : uint8_t(110 + rng() % 12);
+    return v;
+  };
+  w.w13 = bytes(size_t(E * 2 * I * H / 2));
+  w.w13_scale = scales(size_t(E * 2 * I * H / w.block));
+  w.w2 = bytes(size_t(E * H * I / 2));
+  w.w2_scale = scales(size_t(E * H * I / w.block));
+  for (int64_t e = 0; e < E; ++e) {
+    w.w13_dq.push_back(s.wf == WeightFormat::nvfp4 ? 1e-3f * (1.0f + float(e)) : 1.0f);
+    w.w2_dq.push_back(s.wf == WeightFormat::nvfp4 ? 2e-3f / (1.0f + float(e)) : 1.0f);
+  }
+  if (s.bias) {
+    for (int64_t i = 0; i < E * 2 * I; ++i) w.w13_bias.push_back(normal(rng));
+    for (int64_t i = 0; i < E * H; ++i) w.w2_bias.push_back(normal(rng));
+  }
+  // Rows.
+  const int32_t M = s.batched ? *std::max_element(s.counts.begin(), s.counts.end()) + 3 : 0;
+  int32_t next = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    p.count.push_back(s.counts[e]);
+    if (s.batched) p.begin.push_back(int32_t(e) * M);
+    else {
+      p.begin.push_back(next);
+      next += s.counts[e];
+    }
+    p.rows_bound += s.counts[e];
+  }
+  p.rows_bound += 5;  // an upper bound, not the exact sum
+  p.row_space = s.batched ? E * M : next + 2;  // 2 trailing rows of no expert
+  // A: batched reads row r itself; permuted reads a random token (repeats allowed, as top-k).
+  p.T = s.batched ? p.row_space : std::max<int64_t>(1, next / 2 + 1);
+  p.gather.assign(size_t(p.row_space), -1);
+  for (int64_t e = 0; e < E; ++e)
+    for (int32_t j = 0; j < s.counts[e]; ++j) {
+      const int64_t r = p.begin[e] + j;
+      p.gather[r] = s.batched ? int32_t(r) : int32_t(rng() % uint64_t(p.T));
+    }
+  if (s.w4a4) {
+    p.a_fp4 = bytes(size_t(p.T * H / 2));
+    p.a_scale.resize(size_t(p.T * H / 16));
+    for (auto& b : p.a_scale) b = random_e4m3(rng);
+    p.a_dq = 0.37f;
+  } else {
+    p.a_bf16.resize(size_t(p.T * H));
+    for (auto& v : p.a_bf16) v = bf16_from_f32(normal(rng));
+  }
+  return p;
+}
+
+// Canonical weight (expert e, row n, k) with its dq_scale, exact in double.
+double weight(const std::vector<uint8_t>& data, const std::vector<uint8_t>& scale, const std::vector<float>& dq,
+              int block, int64_t e, int64_t rows, int64_t K, int64_t n, int64_t k) {
+  const uint8_t byte = data[size_t((e * rows + n) * (K / 2) + k / 2)];
+  const uint8_t code = (k & 1) ? byte >> 4 : byte & 15;
+  const uint8_t sc = scale[size_t((e * rows + n) * (K / block) + k / block)];
+  const double sv = block == 16 ? double(e4m3_to_f32(sc)) : std::ldexp(1.0, int(sc) - 127);
+  return e2m1(code) * sv * double(dq[size_t(e)]);
+}
+
+// A operand element as the GEMM sees it (dq_scale included).
+struct AOperand {
+  const uint16_t* bf16 = nullptr;
+  const uint8_t* fp4 = nullptr;
+  const uint8_t* scale = nullptr;
+  double dq = 1.0;
+  int64_t K = 0;
+  double at(int64_t row, int64_t k) const {
+    if (bf16) return double(bf16_to_f32(bf16[row * K + k]));
+    const uint8_t byte = fp4[row * (K / 2) + k / 2];
+    return e2m1((k & 1) ? byte >> 4 : byte & 15) * double(e4m3_to_f32(scale[row * (K / 16) + k / 16])) * dq;
+  }
+};
+
+double act(const LayerDesc& d, double g, double u) {
+  if (d.activation == Activation::silu) return g / (1.0 + std::exp(-g)) * u;
+  const double L = d.swiglu_limit;
+  g = std::min(g, L);
+  u = std::min(std::max(u, -L), L);
+  return (u + 1.0) * g / (1.0 + std::exp(-double(d.swiglu_alpha) * g));
+}
+
+double bf16_ulp(double x) {
+  const double a = std::fabs(x);
+  if (a < 1e-30) return 1e-38;
+  return std::ldexp(1.0, int(std::floor(std::log2(a))) - 7);
+}
+
+// Rows r of no expert: their bytes must still be poison.
+std::vector<bool> covered_rows(const Problem& p) {
+  std::vector<bool> c(size_t(p.row_space), false);
+  for (size_t e = 0; e < p.count.size(); ++e)
+    for (int32_t j = 0; j < p.count[e]; ++j) c[size_t(p.begin[e] + j)] = true;
+  return c;
+}
+
+// Every byte of an output buffer outside the covered rows (guards included) is poison.
+void expect_untouched(const std::vector<uint8_t>& all, const std::vector<bool>& covered, size_t row_bytes,
+                      const std::string& what) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const bool payload = i >= kGuard && i < all.size() - kGuard;
+    if (payload && covered[(i - kGuard) / row_bytes]) continue;
+    if (all[i] != kPoison && bad++ == 0) first = i;
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " bytes outside the experts' rows were written; first at byte "
+                     << (long long)first - (long long)kGuard << " of the payload";
+}
+
+struct Gemm1Out {
+  std::vector<uint8_t> h, fp4, scale;  // guard + payload + guard each
+};
+
+Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path) {
+  const int64_t I = p.s.I, H = p.s.H;
+  Dev<int32_t> begin(p.begin), count(p.count), gather(p.gather);
+  Dev<uint16_t> a_bf16(p.a_bf16);
+  Dev<uint8_t> a_fp4(p.a_fp4), a_scale(p.a_scale);
+  Guarded h(size_t(p.row_space * I * 2));
+  Guarded hq(size_t(p.row_space * I / 2)), hs(size_t(p.row_space * I / 16));
+  Gemm1Args a;
+  a.rows = {begin.p, count.p, p.rows_bound, p.row_space};
+  if (p.s.w4a4) {
+    a.a_fp4 = a_fp4.p;
+    a.a_scale = a_scale.p;
+    a.a_dq = p.a_dq;
+    a.h_fp4 = hq.ptr<uint8_t>();
+    a.h_scale = hs.ptr<uint8_t>();
+    a.h_gs = 1.0f / 0.05f;
+  } else {
+    a.a_bf16 = a_bf16.p;
+  }
+  a.a_gather = p.s.batched ? nullptr : gather.p;
+  a.h_bf16 = h.ptr<uint16_t>();
+  (void)H;
+  gemm1(dw, a, path, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {h.all(), hq.all(), hs.all()};
+}
+
+std::vector<uint8_t> run_gemm2(const DeviceWeights& dw, const Problem& p, GemmPath path,
+                               const std::vector<uint16_t>& h_bf16, const std::vector<uint8_t>& h_fp4,
+                               const std::vector<uint8_t>& h_scale, float a_dq) {
+  Dev<int32_t> begin(p.begin), count(p.count);
+  Dev<uint16_t> a_bf16(h_bf16);
+  Dev<uint8_t> a_fp4(h_fp4), a_scale(h_scale);
+  Guarded y(size_t(p.row_space * p.s.H * 4));
+  Gemm2Args a;
+  a.rows = {begin.p, count.p, p.rows_bound, p.row_space};
+  if (!h_fp4.empty()) {
+    a.a_fp4 = a_fp4.p;
+    a.a_scale = a_scale.p;
+    a.a_dq = a_dq;
+  } else {
+    a.a_bf16 = a_bf16.p;
+  }
+  a.y = y.ptr<float>();
+  gemm2(dw, a, path, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return y.all();
+}
+
+template <class T>
+std::vector<T> payload(const std::vector<uint8_t>& all) {
+  std::vector<T> v((all.size() - 2 * kGuard) / sizeof(T));
+  std::memcpy(v.data(), all.data() + kGuard, v.size() * sizeof(T));
+  return v;
+}
+
+const char* path_name(GemmPath p) { return p == GemmPath::naive ? "naive" : "fast"; }
+
+// gemm1 and gemm2 of one problem on one path against the host computation.
+void check_problem(const Spec& spec, GemmPath path) {
+  SCOPED_TRACE(describe(spec) + " path " + path_name(path));
+  const Problem p = make_problem(spec);
+  const auto dw = upload_weights(p.w, 0);
+  const int64_t H = spec.H, I = spec.I;
+  const auto covered = covered_rows(p);
+  const auto& d = p.w.desc;
+
+  // ---- gemm1 ----
+  const Gemm1Out o1 = run_gemm1(*dw, p, path);
+  expect_untouched(o1.h, covered, size_t(I * 2), "h_bf16");
+  const auto h = payload<uint16_t>(o1.h);
+  AOperand A{p.a_bf16.empty() ? nullptr : p.a_bf16.data(), p.a_fp4.empty() ? nullptr : p.a_fp4.data(),
+             p.a_scale.empty() ? nullptr : p.a_scale.data(), p.a_dq, H};
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t r = 0; r < p.row_space; ++r) {
+    if (!covered[size_t(r)]) continue;
+    const int64_t e = [&] {
+      for (size_t x = 0; x < p.count.size(); ++x)
+        if (r >= p.begin[x] && r < p.begin[x] + p.count[x]) return int64_t(x);
+      return int64_t(-1);
+    }();
+    const int64_t row = p.gather[size_t(r)];
+    std::vector<double> a(static_cast<size_t>(H));
+    for (int64_t k = 0; k < H; ++k) a[size_t(k)] = A.at(row, k);
+    for (int64_t i = 0; i < I; ++i) {
+      double g = 0, u = 0, gm = 0, um = 0;
+      for (int64_t k = 0; k < H; ++k) {
+        const double wg = weight(p.w.w13, p.w.w13_scale, p.w.w13_dq, p.w.block, e, 2 * I, H, i, k);
+        const double wu = weight(p.w.w13, p.w.w13_scale, p.w.w13_dq, p.w.block, e, 2 * I, H, I + i, k);
+        g += wg * a[size_t(k)];
+        u += wu * a[size_t(k)];
+        gm += std::fabs(wg * a[size_t(k)]);
+        um += std::fabs(wu * a[size_t(k)]);
+      }
+      if (!p.w.w13_bias.empty()) {
+        g += p.w.w13_bias[size_t(e * 2 * I + i)];
+        u += p.w.w13_bias[size_t(e * 2 * I + I + i)];
+      }
+      const double ref = act(d, g, u);
+      // fp32 sums in another order: |error| <= 1e-5 * sum |terms|; propagate through act.
+      const double eg = 1e-5 * gm + 1e-6 * std::fabs(g) + 1e-30, eu = 1e-5 * um + 1e-6 * std::fabs(u) + 1e-30;
+      double spread = 0;
+      for (int sg = -1; sg <= 1; sg += 2)
+        for (int su = -1; su <= 1; su += 2) spread = std::max(spread, std::fabs(act(d, g + sg * eg, u + su * eu) - ref));
+      const double tol = bf16_ulp(ref) + 2 * spread + 1e-6 * std::fabs(ref);
+      const double got = double(bf16_to_f32(h[size_t(r * I + i)]));
+      if (!(std::fabs(got - ref) <= tol) && bad++ == 0) {
+        std::ostringstream o;
+        o << "h[row " << r << ", i " << i << "] (expert " << e << ", A row " << row << "): got " << got << ", want "
+          << ref << " +- " << tol << " (g " << g << ", u " << u << ")";
+        first = o.str();
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << bad << " mismatches in h; first: " << first;
+
+  // W4A4: the NVFP4 h equals the host quantization of the GPU's own bf16 h, bit for bit.
+  std::vector<uint8_t> hq_rows, hs_rows;
+  if (spec.w4a4) {
+    expect_untouched(o1.fp4, covered, size_t(I / 2), "h_fp4");
+    expect_untouched(o1.scale, covered, size_t(I / 16), "h_scale");
+    const auto hq = payload<uint8_t>(o1.fp4), hs = payload<uint8_t>(o1.scale);
+    int64_t qbad = 0;
+    std::string qfirst;
+    std::vector<float> x(static_cast<size_t>(I));
+    std::vector<uint8_t> q(static_cast<size_t>(I / 2)), s(static_cast<size_t>(I / 16));
+    for (int64_t r = 0; r < p.row_space; ++r) {
+      if (!covered[size_t(r)]) continue;
+      for (int64_t i = 0; i < I; ++i) x[size_t(i)] = bf16_to_f32(h[size_t(r * I + i)]);
+      detail::nvfp4_quantize_rows(x.data(), 1, I, 1.0f / 0.05f, q.data(), s.data());
+      for (int64_t j = 0; j < I / 2; ++j)
+        if (q[size_t(j)] != hq[size_t(r * I / 2 + j)] && qbad++ == 0)
+          qfirst = "h_fp4[row " + std::to_string(r) + ", byte " + std::to_string(j) + "]: got " +
+                   std::to_string(hq[size_t(r * I / 2 + j)]) + ", want " + std::to_string(q[size_t(j)]);
+      for (int64_t j = 0; j < I / 16; ++j)
+        if (s[size_t(j)] != hs[size_t(r * I / 16 + j)] && qbad++ == 0)
+          qfirst = "h_scale[row " + std::to_string(r) + ", block " + std::to_string(j) + "]: got " +
+                   std::to_string(hs[size_t(r * I / 16 + j)]) + ", want " + std::to_string(s[size_t(j)]);
+    }
+    EXPECT_EQ(qbad, 0) << qbad << " mismatches in the NVFP4 h; first: " << qfirst;
+  }
+
+  // ---- gemm2, on a fresh random A (h-shaped, independent of gemm1) ----
+  std::mt19937_64 rng(spec.seed * 7 + 3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> a2;
+  std::vector<uint8_t> a2q, a2s;
+  const float a2_dq = 0.21f;
+  if (spec.w4a4) {
+    a2q.resize(size_t(p.row_space * I / 2));
+    for (auto& b : a2q) b = uint8_t(rng());
+    a2s.resize(size_t(p.row_space * I / 16));
+    for (auto& b : a2s) b = random_e4m3(rng);
+  } else {
+    a2.resize(size_t(p.row_space * I));
+    for (auto& v : a2) v = bf16_from_f32(normal(rng));
+  }
+  const auto y_all = run_gemm2(*dw, p, path, a2, a2q, a2s, a2_dq);
+  expect_untouched(y_all, covered, size_t(H * 4), "y");
+  const auto y = payload<float>(y_all);
+  AOperand A2{a2.empty() ? nullptr : a2.data(), a2q.empty() ? nullptr : a2q.data(),
+              a2s.empty() ? nullptr : a2s.data(), a2_dq, I};
+  bad = 0;
+  for (size_t e = 0; e < p.count.size(); ++e)
+    for (int32_t j = 0; j < p.count[e]; ++j) {
+      const int64_t r = p.begin[e] + j;
+      for (int64_t n = 0; n < H; ++n) {
+        double ref = 0, mag = 0;
+        for (int64_t i = 0; i < I; ++i) {
+          const double t = weight(p.w.w2, p.w.w2_scale, p.w.w2_dq, p.w.block, int64_t(e), H, I, n, i) * A2.at(r, i);
+          ref += t;
+          mag += std::fabs(t);
+        }
+        if (!p.w.w2_bias.empty()) ref += p.w.w2_bias[e * size_t(H) + size_t(n)];
+        const double tol = 1e-5 * mag + 1e-6 * std::fabs(ref) + 1e-30;
+        const double got = y[size_t(r * H + n)];
+        if (!(std::fabs(got - ref) <= tol) && bad++ == 0) {
+          std::ostringstream o;
+          o << "y[row " << r << ", n " << n << "] (expert " << e << "): got " << got << ", want " << ref << " +- " << tol;
+          first = o.str();
+        }
+      }
+    }
+  EXPECT_EQ(bad, 0) << bad << " mismatches in y; first: " << first;
+
+  // Determinism: a second run is bitwise identical.
+  const Gemm1Out o1b = run_gemm1(*dw, p, path);
+  EXPECT_TRUE(o1b.h == o1.h && o1b.fp4 == o1.fp4 && o1b.scale == o1.scale) << "gemm1 differs between two runs";
+  EXPECT_TRUE(run_gemm2(*dw, p, path, a2, a2q, a2s, a2_dq) == y_all) << "gemm2 differs between two runs";
+}
+
+std::vector<Spec> specs() {
+  std::vector<Spec> v;
+  // NVFP4 W4A16 silu, permuted rows with a gather; empty experts, counts 1, 7, 67, 300.
+  // H = 336 is not a multiple of 64 (K padding); 2I = 160 is not a multiple of 128.
+  v.push_back({"nvfp4_silu", 336, 80, 6, WeightFormat::nvfp4, false, Activation::silu, false, {0, 1, 7, 0, 67, 300}, false, 11});
+  // The same, batched (gaps between experts, identity gather).
+  v.push_back({"nvfp4_batched", 336, 80, 4, WeightFormat::nvfp4, false, Activation::silu, false, {7, 0, 67, 1}, true, 12});
+  // W4A4: NVFP4 activations in, NVFP4 h out.
+  v.push_back({"nvfp4_w4a4", 256, 96, 5, WeightFormat::nvfp4, true, Activation::silu, false, {1, 0, 67, 7, 30}, false, 13});
+  v.push_back({"nvfp4_w4a4_batched", 192, 48, 3, WeightFormat::nvfp4, true, Activation::silu, false, {9, 0, 17}, true, 14});
+  // MXFP4 (gpt-oss): biases, swiglu_oai.
+  v.push_back({"mxfp4_swiglu_bias", 352, 96, 5, WeightFormat::mxfp4, false, Activation::swiglu_oai, true, {7, 67, 0, 1, 40}, false, 15});
+  v.push_back({"mxfp4_batched", 288, 64, 3, WeightFormat::mxfp4, false, Activation::swiglu_oai, true, {0, 13, 3}, true, 16});
+  // All rows on one expert; more than one row tile of 128 in both GEMMs.
+  v.push_back({"one_expert", 512, 192, 3, WeightFormat::nvfp4, false, Activation::silu, false, {0, 150, 0}, false, 17});
+  return v;
+}
+
+class CudaGemm : public ::testing::TestWithParam<std::tuple<int, GemmPath>> {};
+
+TEST_P(CudaGemm, MatchesHost) {
+  SKIP_WITHOUT_GPU();
+  const auto [i, path] = GetParam();
+  check_problem(specs()[size_t(i)], path);
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaGemmCases, CudaGemm,
+                         ::testing::Combine(::testing::Range(0, int(specs().size())),
+                                            ::testing::Values(GemmPath::naive, GemmPath::fast)),
+                         [](const auto& info) {
+                           return specs()[size_t(std::get<0>(info.param))].name + "_" +
+                                  path_name(std::get<1>(info.param));
+                         });
+
+// No rows at all (rows_bound 0): nothing is launched, nothing written.
+TEST(CudaGemmEdge, NoRows) {
+  SKIP_WITHOUT_GPU();
+  Spec s{"empty", 64, 32, 2, WeightFormat::nvfp4, false, Activation::silu, false, {0, 0}, false, 3};
+  Problem p = make_problem(s);
+  p.rows_bound = 0;
+  const auto dw = upload_weights(p.w, 0);
+  for (GemmPath path : {GemmPath::naive, GemmPath::fast}) {
+    const auto out = run_gemm1(*dw, p, path);
+    for (uint8_t b : out.h) ASSERT_EQ(b, kPoison) << path_name(path);
+  }
+}
+
+// Bad arguments are rejected with the argument named, before any launch.
+TEST(CudaGemmEdge, RejectsBadArguments) {
+  SKIP_WITHOUT_GPU();
+  Spec s{"bad", 64, 32, 2, WeightFormat::nvfp4, false, Activation::silu, false, {1, 1}, false, 4};
+  const Problem p = make_problem(s);
+  const auto dw = upload_weights(p.w, 0);
+  Dev<int32_t> begin(p.begin), count(p.count);
+  Dev<uint16_t> a(p.a_bf16);
+  Gemm1Args g;
+  g.rows = {begin.p, count.p, 2, p.row_space};
+  g.h_bf16 = reinterpret_cast<uint16_t*>(a.p);
+  auto expect_error = [&](const Gemm1Args& args, const char* needle) {
+    try {
+      gemm1(*dw, args, GemmPath::fast, nullptr);
+      ADD_FAILURE() << "no error; wanted one naming " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error(g, "a_bf16/a_fp4");  // neither A given
+  Gemm1Args g2 = g;
+  g2.a_bf16 = a.p + 1;  // misaligned for the 16-byte copies
+  expect_error(g2, "a_bf16");
+  Gemm1Args g3 = g;
+  g3.a_bf16 = a.p;
+  g3.rows.count = nullptr;
+  expect_error(g3, "rows.begin/rows.count");
+}
+
+// upload_weights checks sizes before touching the device.
+TEST(CudaGemmEdge, UploadRejectsWrongSizes) {
+  SKIP_WITHOUT_GPU();
+  Spec s{"sizes", 64, 32, 2, WeightFormat::nvfp4, false, Activation::silu, false, {1, 1}, false, 5};
+  Problem p = make_problem(s);
+  p.w.w2_scale.pop_back();
+  try {
+    upload_weights(p.w, 0);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("w2_scale"), std::string::npos) << e.what();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Config (no GPU needed)
+// ---------------------------------------------------------------------------
+TEST(CudaGemmConfig, CoversEveryTileOfAnyRouting) {
+  std::mt19937_64 rng(99);
+  for (int trial = 0; trial < 2000; ++trial) {
+    Gemm80Problem pb;
+    pb.num_experts = 1 + int64_t(rng() % 384);
+    pb.rows_bound = int64_t(rng() % (trial % 2 ? 20 : 140000));
+    pb.N = 16 * (1 + int(rng() % 900));
+    pb.K = 64 * (1 + int(rng() % 100));
+    const Gemm80Config c = choose_config(pb);
+    ASSERT_TRUE(c.token_tile == 8 || c.token_tile == 16 || c.token_tile == 32) << c.token_tile;
+    ASSERT_GE(c.grid_x * c.row_tile, pb.N);
+    ASSERT_LT((c.grid_x - 1) * c.row_tile, pb.N);
+    ASSERT_LE(c.grid_y, 65535);
+    ASSERT_FALSE(c.why.empty());
+    if (pb.rows_bound == 0) continue;
+    ASSERT_GE(c.grid_y, 1);
+    // A random split of rows_bound over the experts never needs more tiles than c.tiles.
+    std::vector<int64_t> cnt(size_t(pb.num_experts), 0);
+    int64_t left = pb.rows_bound;
+    for (auto& x : cnt) {
+      if (rng() % 3 == 0) continue;
+      x = int64_t(rng() % uint64_t(left + 1));
+      left -= x;
+    }
+    cnt[0] += left;
+    int64_t need = 0;
+    for (auto x : cnt) need += (x + c.token_tile - 1) / c.token_tile;
+    ASSERT_LE(need, c.tiles) << "rows_bound " << pb.rows_bound << " E " << pb.num_experts;
+  }
+}
+
+TEST(CudaGemmConfig, DecodeUsesTheSmallestTokenTile) {
+  Gemm80Problem pb{8, 384, 4096, 7168};
+  EXPECT_EQ(choose_config(pb).token_tile, 8);
+  EXPECT_EQ(choose_config(pb).tiles, 8);  // each tile holds at least one row
+}
+
+// Layout index functions: every (row, k) of a block has its own nibble, scale indices
+// stay inside the block's scale bytes.
+TEST(CudaGemmLayout, NibblesAreABijection) {
+  for (int N : {16, 48}) {
+    const int Kp = 128;
+    std::vector<uint32_t> seen(size_t(N) * Kp / 8, 0);
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < Kp; ++k) {
+        const NibbleAt at = frag_nibble(0, n, k, N, Kp);
+        ASSERT_LT(at.word, int64_t(seen.size()));
+        ASSERT_TRUE(at.shift >= 0 && at.shift <= 28 && at.shift % 4 == 0);
+        ASSERT_EQ(seen[size_t(at.word)] & (15u << at.shift), 0u) << "n " << n << " k " << k;
+        seen[size_t(at.word)] |= 15u << at.shift;
+        for (int block : {16, 32}) {
+          const int64_t s = frag_scale(0, n, k, N, Kp, block);
+          const int64_t blk = frag_block_index(0, n, k, N, Kp);
+          ASSERT_GE(s, blk * frag_scale_bytes(block));
+          ASSERT_LT(s, (blk + 1) * frag_scale_bytes(block));
+        }
+      }
+    for (uint32_t w : seen) ASSERT_EQ(w, 0xFFFFFFFFu);
+  }
+  // gate and up of one i share a 16-row tile, 8 rows apart
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(w13_device_row(i, true) - w13_device_row(i, false), 8);
+}
+
+}  // namespace
+}  // namespace fp4moe::cuda
