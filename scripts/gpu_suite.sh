@@ -23,7 +23,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --fo
 for stage in $stages; do
   case $stage in
     tests)
-      timeout 900 "$BIN/fp4moe_tests" --gtest_brief=1 >"$OUT/tests.log" 2>&1
+      timeout ${TESTS_TIMEOUT:-900} "$BIN/fp4moe_tests" --gtest_brief=1 ${TESTS_FILTER:+--gtest_filter=$TESTS_FILTER} >"$OUT/tests.log" 2>&1
       rc=$?
       grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/tests.log" | tail -40
       grep -E "^\[  FAILED  \]" "$OUT/tests.log" | head -40
@@ -41,7 +41,7 @@ for stage in $stages; do
       done ;;
     bench)
       if [ -x "$BIN/fp4moe" ]; then
-        timeout 900 "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} --tokens ${BENCH_TOKENS:-1,32,512} --check \
+        timeout ${BENCH_TIMEOUT:-900} "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} --tokens ${BENCH_TOKENS:-1,32,512} --check \
           --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | grep -v '\r' | tail -25
         rc=${PIPESTATUS[0]}
         note "bench rc=$rc"
