@@ -23,7 +23,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --fo
 for stage in $stages; do
   case $stage in
     tests)
-      timeout ${TESTS_TIMEOUT:-900} "$BIN/fp4moe_tests" --gtest_brief=1 ${TESTS_FILTER:+--gtest_filter=$TESTS_FILTER} >"$OUT/tests.log" 2>&1
+      timeout ${TESTS_TIMEOUT:-900} "$BIN/fp4moe_tests" ${TESTS_FILTER:+--gtest_filter=$TESTS_FILTER} >"$OUT/tests.log" 2>&1
       rc=$?
       grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/tests.log" | tail -40
       grep -E "^\[  FAILED  \]" "$OUT/tests.log" | head -40
@@ -32,7 +32,7 @@ for stage in $stages; do
     sanitize)
       for tool in memcheck racecheck; do
         timeout 1200 compute-sanitizer --tool $tool --error-exitcode 9 \
-          "$BIN/fp4moe_tests" --gtest_filter="${SANITIZE_FILTER:-Cuda*:-*FullSize*}" --gtest_brief=1 \
+          "$BIN/fp4moe_tests" --gtest_filter="${SANITIZE_FILTER:-Cuda*:-*full_*}" --gtest_brief=1 \
           >"$OUT/$tool.log" 2>&1
         rc=$?
         tail -5 "$OUT/$tool.log"

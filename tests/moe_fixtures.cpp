@@ -2,6 +2,8 @@
 #include "moe_fixtures.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -148,14 +150,26 @@ MoEProblem make_problem(const MoECase& c) {
   hw->w2_scale.resize(size_t(EL * H * I / block));
   hw->w13_dq.resize(EL);
   hw->w2_dq.resize(EL);
-  std::vector<float> tmp;
-  for (int64_t e = 0; e < EL; ++e) {
-    // gate and up quantized as one (2I, H) tensor: they share one dq_scale (SPEC §2)
-    hw->w13_dq[e] = fill_matrix(rng, c, 2 * I, H, hw->w13.data() + e * 2 * I * H / 2,
-                                hw->w13_scale.data() + e * 2 * I * H / block, tmp);
-    hw->w2_dq[e] = fill_matrix(rng, c, H, I, hw->w2.data() + e * H * I / 2, hw->w2_scale.data() + e * H * I / block, tmp);
+  // Experts are drawn in parallel, each from its own stream (seed, e): the problem does
+  // not depend on the thread count, and a full-size layer builds in seconds.
+  std::atomic<int64_t> next_expert{0};
+  auto worker = [&] {
+    std::vector<float> tmp;
+    for (int64_t e; (e = next_expert.fetch_add(1)) < EL;) {
+      Rng er(c.seed * 0x100000001B3ull + uint64_t(e) + 1);
+      // gate and up quantized as one (2I, H) tensor: they share one dq_scale (SPEC §2)
+      hw->w13_dq[e] = fill_matrix(er, c, 2 * I, H, hw->w13.data() + e * 2 * I * H / 2,
+                                  hw->w13_scale.data() + e * 2 * I * H / block, tmp);
+      hw->w2_dq[e] = fill_matrix(er, c, H, I, hw->w2.data() + e * H * I / 2, hw->w2_scale.data() + e * H * I / block, tmp);
+    }
+  };
+  {
+    const int64_t n = std::min<int64_t>(EL, std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (int64_t i = 1; i < n; ++i) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
   }
-  tmp = {};
   if (c.bias) {
     hw->w13_bias.resize(size_t(EL * 2 * I));
     hw->w2_bias.resize(size_t(EL * H));

@@ -51,20 +51,20 @@ std::string compare(const std::vector<float>& got, const std::vector<float>& ref
 
 // The reference of the first n tokens (full-size layers: the CPU reference is slow).
 std::vector<float> reference_tokens(const MoEProblem& p, int64_t n) {
-  if (n == p.c.T) return run_reference(p);
+  if (n == p.c.T) return run_reference(p, DType::f32);
   const int64_t H = p.c.H, k = p.c.k;
-  std::vector<uint16_t> out(size_t(n * H));
-  for (int64_t i = 0; i < n * H; ++i) out[i] = p.c.accumulate ? p.out_init[i] : 0;
+  std::vector<float> out(size_t(n * H));
+  for (int64_t i = 0; i < n * H; ++i) out[i] = p.c.accumulate ? bf16_to_f32(p.out_init[i]) : 0.0f;
   std::vector<float> scratch(detail::reference_scratch_floats(*p.host));
   ForwardArgs a;
   a.hidden_states = TensorView::of(p.x.data(), DType::bf16, {n, H});
   a.topk_weights = TensorView::of(p.topk_weights.data(), DType::f32, {n, k});
   a.topk_ids = TensorView::of(p.topk_ids.data(), DType::i32, {n, k});
-  a.out = TensorView::of(out.data(), DType::bf16, {n, H});
+  a.out = TensorView::of(out.data(), DType::f32, {n, H});
   a.apply_router_weight_on_input = p.c.router_weight_on_input;
   a.accumulate = p.c.accumulate;
   detail::reference_forward(*p.host, a, scratch.data());
-  return bf16_to_float(out);
+  return out;
 }
 
 Layer prepare_cuda(const MoEProblem& p, bool naive) {
@@ -91,21 +91,25 @@ class Stream {
   cudaStream_t s_ = nullptr;
 };
 
-// The standard format on the device: inputs uploaded, out and workspace guarded.
+// The standard format on the device: inputs uploaded, out and workspace guarded. The
+// conformance comparison reads an fp32 out (the layer's sum before any output rounding,
+// SPEC §4's "exact"); a bf16 out is checked separately to be one rounding of it.
 struct StandardRun {
   const MoEProblem& p;
   const Layer& layer;
+  DType out_dtype;
   DeviceBuffer x, w, ids, out, ws;
   ForwardArgs args;
 
-  StandardRun(const MoEProblem& p_, const Layer& l, const std::vector<int32_t>& topk_ids, cudaStream_t stream)
-      : p(p_), layer(l), x(p_.x), w(p_.topk_weights), ids(topk_ids), out(size_t(p_.c.T * p_.c.H) * 2),
-        ws(l.workspace_size(p_.c.T)) {
+  StandardRun(const MoEProblem& p_, const Layer& l, const std::vector<int32_t>& topk_ids, cudaStream_t stream,
+              DType out_dt = DType::f32)
+      : p(p_), layer(l), out_dtype(out_dt), x(p_.x), w(p_.topk_weights), ids(topk_ids),
+        out(size_t(p_.c.T * p_.c.H) * dtype_size(out_dt)), ws(l.workspace_size(p_.c.T)) {
     const int64_t T = p.c.T, H = p.c.H, k = p.c.k;
     args.hidden_states = x.view(DType::bf16, {T, H});
     args.topk_weights = w.view(DType::f32, {T, k});
     args.topk_ids = ids.view(DType::i32, {T, k});
-    args.out = out.view(DType::bf16, {T, H});
+    args.out = out.view(out_dtype, {T, H});
     args.workspace = ws.workspace_view();
     args.apply_router_weight_on_input = p.c.router_weight_on_input;
     args.accumulate = p.c.accumulate;
@@ -115,13 +119,23 @@ struct StandardRun {
   void reset_out() {
     out.fill(0xFF);
     ws.fill(0xFF);
-    if (p.c.accumulate) out.upload(p.out_init);
+    if (p.c.accumulate) {
+      if (out_dtype == DType::bf16) {
+        out.upload(p.out_init);
+      } else {
+        out.upload(bf16_to_float(p.out_init));
+      }
+    }
   }
-  std::vector<uint16_t> run() {
+  // out as fp32 values (bf16 outputs widened)
+  std::vector<float> run() {
     reset_out();
     layer.forward(args);
     TEST_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(args.stream)));
-    return out.download<uint16_t>();
+    return download_out();
+  }
+  std::vector<float> download_out() const {
+    return out_dtype == DType::bf16 ? bf16_to_float(out.download<uint16_t>()) : out.download<float>();
   }
   std::string guards() const {
     std::string g = out.guard_damage();
@@ -182,7 +196,7 @@ std::string check_batched(const MoEProblem& p, const Layer& layer, const Batched
   const int64_t H = p.c.H, L = b.L, M = b.M;
   std::ostringstream fail;
   DeviceBuffer x(fp4 ? b.x_fp4.size() : b.x.size() * 2), xs(fp4 ? b.x_scale.size() : 0), n(b.counts),
-      out(size_t(L * M * H) * 2), ws(layer.batched_workspace_size(M));
+      out(size_t(L * M * H) * 4), ws(layer.batched_workspace_size(M));
   if (fp4) {
     x.upload(b.x_fp4);
     xs.upload(b.x_scale);
@@ -194,12 +208,12 @@ std::string check_batched(const MoEProblem& p, const Layer& layer, const Batched
   a.hidden_states = fp4 ? x.view(DType::u8, {L, M, H / 2}) : x.view(DType::bf16, {L, M, H});
   if (fp4) a.hidden_scale = xs.view(DType::e4m3, {L, M, H / 16});
   a.expert_num_tokens = n.view(DType::i32, {L});
-  a.out = out.view(DType::bf16, {L, M, H});
+  a.out = out.view(DType::f32, {L, M, H});
   a.workspace = ws.workspace_view();
   a.stream = stream;
   layer.forward_batched(a);
   layer.check_device_errors(a.workspace, stream);
-  const auto got = out.download<uint16_t>();
+  const auto got = out.download<uint32_t>();  // fp32 bits
 
   // the reference on every row (small layers) or a few rows (full-size ones)
   std::vector<int32_t> ref_counts = b.counts;
@@ -211,14 +225,14 @@ std::string check_batched(const MoEProblem& p, const Layer& layer, const Batched
       left -= take;
     }
   }
-  std::vector<uint16_t> ref(size_t(L * M * H), 0);
+  std::vector<float> ref(size_t(L * M * H), 0.0f);
   std::vector<float> scratch(detail::reference_scratch_floats(*p.host));
   BatchedArgs r;
   r.hidden_states = fp4 ? TensorView::of(b.x_fp4.data(), DType::u8, {L, M, H / 2})
                         : TensorView::of(b.x.data(), DType::bf16, {L, M, H});
   if (fp4) r.hidden_scale = TensorView::of(b.x_scale.data(), DType::e4m3, {L, M, H / 16});
   r.expert_num_tokens = TensorView::of(ref_counts.data(), DType::i32, {L});
-  r.out = TensorView::of(ref.data(), DType::bf16, {L, M, H});
+  r.out = TensorView::of(ref.data(), DType::f32, {L, M, H});
   detail::reference_forward_batched(*p.host, r, scratch.data());
 
   std::vector<float> g, want;
@@ -227,12 +241,12 @@ std::string check_batched(const MoEProblem& p, const Layer& layer, const Batched
       const size_t at = size_t((e * M + row) * H);
       if (row < ref_counts[e]) {
         for (int64_t i = 0; i < H; ++i) {
-          g.push_back(bf16_to_f32(got[at + i]));
-          want.push_back(bf16_to_f32(ref[at + i]));
+          g.push_back(bits_f32(got[at + i]));
+          want.push_back(ref[at + i]);
         }
       } else if (row >= b.counts[e]) {
         for (int64_t i = 0; i < H; ++i)
-          if (got[at + i] != 0xFFFF) {
+          if (got[at + i] != 0xFFFFFFFFu) {
             fail << "batched row [" << e << ", " << row << "] past its count " << b.counts[e] << " was written; ";
             i = H;
             row = M;
@@ -265,19 +279,18 @@ TEST_P(CudaLayerConformance, MatchesReference) {
     ASSERT_EQ(layer.backend(), "cuda");
     StandardRun run(p, layer, p.topk_ids, stream.get());
 
-    const std::vector<uint16_t> first = run.run();
+    const std::vector<float> first = run.run();
     layer.check_device_errors(run.args.workspace, stream.get());
-    std::vector<float> got = bf16_to_float(first);
+    std::vector<float> got = first;
     got.resize(size_t(n_ref * H));
     EXPECT_EQ(compare(got, ref, tolerance(c), H), "") << "standard format, first " << n_ref << " of " << T << " tokens";
     EXPECT_EQ(run.guards(), "");
 
     // deterministic: bit-identical run to run
     for (int rep = 1; rep < 3; ++rep) {
-      const std::vector<uint16_t> again = run.run();
-      const auto mismatch = std::mismatch(first.begin(), first.end(), again.begin());
-      EXPECT_TRUE(mismatch.first == first.end())
-          << "run " << rep << " differs from run 0 at element " << (mismatch.first - first.begin());
+      const std::vector<float> again = run.run();
+      EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * 4), 0)
+          << "run " << rep << " differs from run 0";
     }
 
     // a CUDA graph of one forward replays to the same bits
@@ -298,10 +311,9 @@ TEST_P(CudaLayerConformance, MatchesReference) {
         run.reset_out();
         TEST_CUDA(cudaGraphLaunch(exec, stream.get()));
         TEST_CUDA(cudaStreamSynchronize(stream.get()));
-        const auto replay = run.out.download<uint16_t>();
-        const auto mismatch = std::mismatch(first.begin(), first.end(), replay.begin());
-        EXPECT_TRUE(mismatch.first == first.end())
-            << "graph replay " << rep << " differs from eager at element " << (mismatch.first - first.begin());
+        const std::vector<float> replay = run.download_out();
+        EXPECT_EQ(std::memcmp(first.data(), replay.data(), first.size() * 4), 0)
+            << "graph replay " << rep << " differs from eager";
       }
       (void)cudaGraphExecDestroy(exec);
       (void)cudaGraphDestroy(graph);
@@ -338,11 +350,11 @@ TEST(CudaLayer, IdsOutOfRangeReportedAndNeverRead) {
     // what the layer must compute: the bad slots as -1
     for (size_t s = 0; s < bad.size(); ++s)
       if (bad[s] < -1 || bad[s] >= E) p.topk_ids[s] = -1;
-    const std::vector<float> ref = run_reference(p);
+    const std::vector<float> ref = run_reference(p, DType::f32);
     const Layer layer = prepare_cuda(p, false);
     Stream stream;
     StandardRun run(p, layer, bad, stream.get());
-    const auto got = bf16_to_float(run.run());
+    const auto got = run.run();
     try {
       layer.check_device_errors(run.args.workspace, stream.get());
       ADD_FAILURE() << "check_device_errors did not throw for ids outside [-1, E)";
@@ -388,6 +400,42 @@ TEST(CudaLayer, BatchedCountAboveMReported) {
     }
   EXPECT_EQ(out.guard_damage(), "");
   EXPECT_EQ(ws.guard_damage(), "");
+}
+
+// bf16 and f16 outputs are one rounding of the fp32 output (SPEC §4: only the final
+// rounding may differ from the exact result, by at most one ulp).
+TEST(CudaLayer, NarrowOutputsAreOneRoundingOfTheFp32Output) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  for (const char* name : {"qwen3_30b_T64", "accumulate", "accumulate_mxfp4", "odd_T67_w4a4"}) {
+    SCOPED_TRACE(name);
+    const MoEProblem p = make_problem(small_case(name));
+    const Layer layer = prepare_cuda(p, false);
+    Stream stream;
+    StandardRun wide(p, layer, p.topk_ids, stream.get(), DType::f32);
+    const std::vector<float> f32 = wide.run();
+    const std::vector<float> ref = run_reference(p, DType::f32);
+    for (DType narrow : {DType::bf16, DType::f16}) {
+      StandardRun run(p, layer, p.topk_ids, stream.get(), narrow);
+      const std::vector<float> got = run.run();
+      size_t bad = 0, first_bad = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const float want = narrow == DType::bf16 ? round_bf16(f32[i]) : f16_to_f32(f16_from_f32(f32[i]));
+        if (std::memcmp(&want, &got[i], 4) != 0 && bad++ == 0) first_bad = i;
+      }
+      EXPECT_EQ(bad, 0u) << dtype_name(narrow) << ": first at " << first_bad << ": got " << got[first_bad]
+                         << ", one rounding of " << f32[first_bad];
+      // and within one ulp of the reference's exact value
+      size_t far = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const float lo = narrow == DType::bf16 ? round_bf16(ref[i]) : f16_to_f32(f16_from_f32(ref[i]));
+        const float ulp = narrow == DType::bf16 ? std::ldexp(1.0f, std::ilogb(ref[i] == 0 ? 1e-30f : ref[i]) - 7)
+                                                : std::ldexp(1.0f, std::max(std::ilogb(ref[i] == 0 ? 1e-30f : ref[i]), -14) - 10);
+        if (!(std::fabs(got[i] - lo) <= ulp)) ++far;
+      }
+      EXPECT_EQ(far, 0u) << dtype_name(narrow) << ": elements more than one ulp from the rounded reference";
+      EXPECT_EQ(run.guards(), "");
+    }
+  }
 }
 
 // T == 0 and M == 0: no work, no workspace, nothing launched.
