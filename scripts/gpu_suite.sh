@@ -31,7 +31,7 @@ for stage in $stages; do
       [ $rc -eq 0 ] || status=1 ;;
     sanitize)
       for tool in memcheck racecheck; do
-        timeout 1200 compute-sanitizer --tool $tool --error-exitcode 9 \
+        timeout ${SANITIZE_TIMEOUT:-1200} compute-sanitizer --tool $tool --error-exitcode 9 \
           "$BIN/fp4moe_tests" --gtest_filter="${SANITIZE_FILTER:-Cuda*:-*full_*}" --gtest_brief=1 \
           >"$OUT/$tool.log" 2>&1
         rc=$?
@@ -50,7 +50,7 @@ for stage in $stages; do
         note "bench skipped: no fp4moe binary"
       fi ;;
     python)
-      FP4MOE_PYTHON_CUDA=1 FP4MOE_CUDA_ARCHS=90a timeout 1200 bash scripts/test_python.sh >"$OUT/pytest.log" 2>&1
+      FP4MOE_PYTHON_CUDA=1 FP4MOE_CUDA_ARCHS=90a timeout ${PYTHON_TIMEOUT:-1200} bash scripts/test_python.sh >"$OUT/pytest.log" 2>&1
       rc=$?
       tail -15 "$OUT/pytest.log"
       note "python rc=$rc $(grep -E 'passed|failed' "$OUT/pytest.log" | tail -1)"
