@@ -9,3 +9,6 @@ mkdir -p .carry/bin
 cp build-carry/fp4moe_tests build-carry/fp4moe .carry/bin/
 strip .carry/bin/* 2>/dev/null || true
 du -sh .carry/bin/*
+# headers the Python build on the GPU machine needs and cannot install there
+mkdir -p .carry/include
+cp -r /usr/include/nlohmann .carry/include/
