@@ -1,21 +1,28 @@
-// fp4moe bench: one preset's MoE layer on a synthetic checkpoint, timed per token count.
+// fp4moe bench: MoE layers of the presets on synthetic checkpoints, timed per token count
+// against the ceilings and the bf16 baseline measured in the same process.
 //
-// Flow: pick the backend (the selection ladder), check host/device memory, draw the
-// activation sets, calibrate W4A4 input scales, generate the packed weights, prepare,
-// then per token count: route every set once, time forward and route (CUDA graphs on a
-// GPU, std::chrono on the host), and with --check compare sampled tokens against a
-// reference-backend layer built from the same experts, regenerated from the seed.
+// Flow of one run (a preset and a quantization): pick the backend (the selection ladder),
+// check host/device memory, draw the activation sets, calibrate W4A4 input scales, generate
+// the packed weights, prepare (on a GPU: as many copies as keep the touched weights out of
+// L2), build the bf16 baseline from the same experts, then per token count: route every
+// set once, time forward, route and the baseline (CUDA graphs on a GPU, std::chrono on the
+// host), and with the check compare sampled tokens against a reference-backend layer built
+// from the same experts, regenerated from the seed. `--all` does every preset in turn.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "baseline.hpp"
+#include "ceilings.hpp"
 #include "cli.hpp"
 #include "fp4moe/format.h"
 #include "fp4moe/presets.hpp"
@@ -25,10 +32,26 @@
 namespace fp4moe::cli {
 namespace {
 
+using nlohmann::json;
+
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
 constexpr int kCheckTokens = 8;          // sampled tokens per token count
 constexpr int kCalibTokens = 2, kCalibExperts = 4;
 constexpr float kSkewSlope = 1.5f;       // logit of the expert of rank r: -slope * ln(1 + r) + N(0, 1)
+// Consecutive replays must not find the previous replays' weights in L2: the bytes a replay
+// touches, times the number of weight copies rotated, must reach this many L2 sizes.
+constexpr int kL2Multiple = 4;
+constexpr int kMaxCopies = 64;
+constexpr int kCeilingIters = 20;
+// Token counts of the full table (--all without --tokens) and the longest list that is
+// still checked against the reference by default.
+const std::vector<int64_t> kAllTokens{1, 8, 32, 128, 512, 2048, 8192, 16384};
+constexpr size_t kCheckedListMax = 4;
+// The bf16 baseline against fp4moe's own output: both compute the same layer, the baseline
+// with bf16-rounded weights and intermediates (and no activation quantization under W4A4),
+// so they differ by far less than these; a larger difference means a broken baseline.
+constexpr double kBaselineAgreeW4A16 = 0.05, kBaselineAgreeW4A4 = 0.3;
 
 // Stream ids for activations (experts use non-negative ids in stream_seed).
 constexpr int64_t kActStream = -1;
@@ -72,7 +95,7 @@ std::string utc_now() {
   return buf;
 }
 
-nlohmann::json desc_json(const LayerDesc& d) {
+json desc_json(const LayerDesc& d) {
   return {{"hidden", d.hidden},
           {"intermediate", d.intermediate},
           {"num_experts", d.num_experts},
@@ -88,6 +111,8 @@ nlohmann::json desc_json(const LayerDesc& d) {
             {"topk_group", d.routing.topk_group},
             {"routed_scaling_factor", d.routing.routed_scaling_factor}}}};
 }
+
+json num_or_null(bool ok, double v) { return ok && std::isfinite(v) ? json(v) : json(nullptr); }
 
 // One set of inputs at the largest token count; smaller counts use its first rows.
 struct ActSet {
@@ -137,44 +162,134 @@ struct SetBuffers {
   RouteArgs rt;
 };
 
-int bench(const BenchOptions& o) {
-  const Preset* preset = find_preset(o.model);
-  if (!preset) {
-    std::string names;
-    for (const auto& p : presets()) names += std::string(names.empty() ? "" : ", ") + p.name;
-    std::fprintf(stderr, "fp4moe bench: --model: got '%s', need one of %s\n", o.model.c_str(), names.c_str());
-    return 2;
+// The GPU and its ceilings, measured once per process (before any run allocates).
+struct Machine {
+  bool measured = false;
+  GpuInfo gpu;
+  Ceilings ceil;
+  bool floor_ok() const { return ceil.copy_ok && ceil.gemm_ok; }
+};
+
+void measure_machine(Machine* m, int device) {
+  if (m->measured) return;
+  m->measured = true;
+  m->gpu = cuda_gpu_info(device);
+  std::fprintf(stderr, "measuring ceilings (device-to-device copy, cuBLAS bf16 GEMM) ...\n");
+  m->ceil = measure_ceilings(device, kCeilingIters);
+  const GpuInfo& g = m->gpu;
+  std::printf("GPU: %s, %d SMs, L2 %.0f MiB, SM clock max %d MHz%s, memory clock max %d MHz%s\n", g.name.c_str(),
+              g.sm_count, double(g.l2_bytes) / kMiB, g.sm_clock_max_mhz,
+              g.sm_clock_now_mhz ? (" (now " + std::to_string(g.sm_clock_now_mhz) + ")").c_str() : "",
+              g.mem_clock_max_mhz,
+              g.mem_clock_now_mhz ? (" (now " + std::to_string(g.mem_clock_now_mhz) + ")").c_str() : "");
+  const Ceilings& c = m->ceil;
+  std::printf("ceilings (this process): copy %s, bf16 GEMM %s\n",
+              c.copy_ok ? (std::to_string(c.copy_bytes_per_s / 1e12).substr(0, 5) + " TB/s (" +
+                           std::to_string(c.copy_bytes >> 20) + " MiB device-to-device, read + written)").c_str()
+                        : "n/a",
+              c.gemm_ok ? (std::to_string(c.gemm_flops_per_s / 1e12).substr(0, 6) + " TFLOP/s (" +
+                           std::to_string(c.gemm_n) + "^3 cuBLAS, fp32 accumulation)").c_str()
+                        : "n/a");
+  if (!c.note.empty()) std::printf("ceilings note: %s\n", c.note.c_str());
+}
+
+json machine_json(const Machine& m, const std::string& device_name) {
+  json j{{"device", device_name}};
+  if (!m.measured) {
+    j["gpu"] = nullptr;
+    j["ceilings"] = nullptr;
+    return j;
   }
+  const GpuInfo& g = m.gpu;
+  j["gpu"] = {{"name", g.name},
+              {"sm_count", g.sm_count},
+              {"compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
+              {"l2_bytes", g.l2_bytes},
+              {"memory_bytes", g.memory_bytes},
+              {"sm_clock_max_mhz", g.sm_clock_max_mhz},
+              {"mem_clock_max_mhz", g.mem_clock_max_mhz},
+              {"mem_bus_bits", g.mem_bus_bits},
+              {"sm_clock_now_mhz", g.sm_clock_now_mhz ? json(g.sm_clock_now_mhz) : json(nullptr)},
+              {"mem_clock_now_mhz", g.mem_clock_now_mhz ? json(g.mem_clock_now_mhz) : json(nullptr)},
+              {"driver", g.driver},
+              {"nvml_note", g.nvml_note}};
+  const Ceilings& c = m.ceil;
+  j["ceilings"] = {{"copy_bytes", c.copy_bytes},
+                   {"copy_us", c.copy_us},
+                   {"copy_bytes_per_s", num_or_null(c.copy_ok, c.copy_bytes_per_s)},
+                   {"gemm_n", c.gemm_n},
+                   {"gemm_us", c.gemm_us},
+                   {"gemm_flops_per_s", num_or_null(c.gemm_ok, c.gemm_flops_per_s)},
+                   {"cublas", c.cublas},
+                   {"note", c.note}};
+  return j;
+}
+
+// How many weight copies keep `touched_bytes` per replay out of L2 across replays.
+int copies_needed(double touched_bytes, size_t l2_bytes) {
+  if (l2_bytes == 0 || touched_bytes <= 0) return 1;
+  const double n = std::ceil(double(kL2Multiple) * double(l2_bytes) / touched_bytes);
+  return int(std::clamp(n, 1.0, double(kMaxCopies)));
+}
+
+// Distinct experts of each set's routing of its first T tokens, on the host (the same
+// routing method as the layer's; used only to size the weight copies before preparing).
+double min_touched_on_host(const LayerDesc& d, const std::vector<ActSet>& act, const std::vector<float>& bias,
+                           int64_t T) {
+  const int64_t E = d.num_experts, k = d.top_k;
+  double least = double(E);
+  std::vector<float> w(size_t(T * k));
+  std::vector<int32_t> ids(size_t(T * k));
+  for (const ActSet& a : act) {
+    RouteArgs r;
+    r.router_logits = TensorView::of(const_cast<float*>(a.logits.data()), DType::f32, {T, E});
+    if (d.routing.method == RoutingMethod::sigmoid_grouped)
+      r.correction_bias = TensorView::of(const_cast<float*>(bias.data()), DType::f32, {E});
+    r.topk_weights = TensorView::of(w.data(), DType::f32, {T, k});
+    r.topk_ids = TensorView::of(ids.data(), DType::i32, {T, k});
+    r.top_k = k;
+    r.routing = d.routing;
+    route(r);
+    least = std::min(least, double(std::set<int32_t>(ids.begin(), ids.end()).size()));
+  }
+  return least;
+}
+
+double rel_l2_bf16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < std::min(a.size(), ref.size()); ++i) {
+    const double x = bf16_to_f32(a[i]), r = bf16_to_f32(ref[i]);
+    num += (x - r) * (x - r);
+    den += r * r;
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+struct RunSpec {
+  const Preset* preset;
+  std::string quant;
+};
+
+// One preset and quantization, every token count. Returns its JSON entry; *failed when a
+// check failed. Throws fp4moe::Error on a library or CUDA error.
+json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int64_t>& tokens, bool check,
+               Machine* machine, bool* failed) {
+  const Preset* preset = spec.preset;
   LayerDesc desc = preset->desc;
-  if (o.quant == "w4a4") {
-    if (desc.weight_format != WeightFormat::nvfp4) {
-      std::fprintf(stderr, "fp4moe bench: --quant: got w4a4 for %s (%s weights), need an NVFP4 preset\n",
-                   preset->name, to_string(desc.weight_format));
-      return 2;
-    }
-    desc.act_quant = ActQuant::nvfp4;
-  }
+  if (spec.quant == "w4a4") desc.act_quant = ActQuant::nvfp4;
   if (o.experts > 0) {
     const int64_t g = desc.routing.method == RoutingMethod::sigmoid_grouped ? desc.routing.n_group : 1;
-    if (o.experts < desc.top_k || o.experts % g != 0) {
-      std::fprintf(stderr, "fp4moe bench: --experts: got %lld, need a multiple of %lld (n_group) and >= %lld (top_k)\n",
-                   (long long)o.experts, (long long)g, (long long)desc.top_k);
-      return 2;
-    }
+    if (o.experts < desc.top_k || o.experts % g != 0)
+      throw Error(ErrorKind::invalid_argument,
+                  "--experts: got " + std::to_string(o.experts) + ", need a multiple of " + std::to_string(g) +
+                      " (n_group) and >= " + std::to_string(desc.top_k) + " (top_k) for " + preset->name);
     desc.num_experts = o.experts;
   }
-  if (o.tokens.empty()) {
-    std::fprintf(stderr, "fp4moe bench: --tokens: got nothing, need at least one token count\n");
-    return 2;
-  }
-  for (int64_t T : o.tokens)
-    if (T <= 0) {
-      std::fprintf(stderr, "fp4moe bench: --tokens: got %lld, need counts >= 1\n", (long long)T);
-      return 2;
-    }
   const int64_t H = desc.hidden, I = desc.intermediate, E = desc.num_experts, k = desc.top_k;
-  const int64_t Tmax = *std::max_element(o.tokens.begin(), o.tokens.end());
+  const int64_t Tmax = *std::max_element(tokens.begin(), tokens.end());
+  const int64_t Tmin = *std::min_element(tokens.begin(), tokens.end());
   const bool biases = preset->has_bias;
+  const std::string quant_label = desc.act_quant == ActQuant::nvfp4 ? "W4A4" : "W4A16";
 
   // ---- backend and memory --------------------------------------------------
   const Selection sel = select_backend(desc, o.backend);
@@ -185,62 +300,67 @@ int bench(const BenchOptions& o) {
   const int iters = o.iters > 0 ? o.iters : (on_cuda ? 50 : 5);
   const int warmup = o.warmup >= 0 ? o.warmup : (on_cuda ? 10 : 1);
   const int sets = o.sets;
+  if (on_cuda) measure_machine(machine, 0);
 
-  // Host: the synthetic checkpoint, prepare's validated copy, a host backend's own layout
-  // (the reference backend reads the validated copy), the activation sets, and the
-  // --check oracle (at most kCheckTokens * k experts).
+  // Host: the synthetic checkpoint (kept until the copies and the baseline are built),
+  // prepare's validated copy, a host backend's own layout (the reference backend reads the
+  // validated copy), the activation sets, and the check oracle (at most kCheckTokens * k experts).
   const size_t per_expert = expert_weight_bytes(desc, biases);
   const size_t ckpt = per_expert * size_t(E);
   const size_t acts = size_t(sets) * size_t(Tmax) * size_t(H * 2 + E * 4);
-  const size_t copies = 2 + (!on_cuda && sel.backend != "reference" ? 1 : 0);
-  const size_t oracle = o.check ? 2 * per_expert * size_t(std::min<int64_t>(E, kCheckTokens * k)) : 0;
-  const size_t host_need = copies * ckpt + acts + oracle;
+  const size_t host_copies = 2 + (!on_cuda && sel.backend != "reference" ? 1 : 0);
+  const size_t oracle = check ? 2 * per_expert * size_t(std::min<int64_t>(E, kCheckTokens * k)) : 0;
+  const size_t host_need = host_copies * ckpt + acts + oracle;
   const size_t host_avail = mem_available();
   auto suggest = [&](double fits_fraction) {
     const int64_t g = std::max<int64_t>(8, desc.routing.method == RoutingMethod::sigmoid_grouped ? desc.routing.n_group : 1);
     int64_t e = int64_t(double(E) * fits_fraction * 0.9) / g * g;
     return std::max<int64_t>(e, g);
   };
-  // Not enough memory is not a failure of the library: say so, record it, exit 0.
+  json run{{"preset", preset->name}, {"model", preset->model}, {"desc", desc_json(desc)},
+           {"quant", spec.quant}, {"backend", sel.backend}, {"tokens", tokens}};
+  // Not enough memory is not a failure of the library: say so, record it, move on.
   auto skip = [&](const std::string& why) {
     std::printf("%s\n", why.c_str());
-    if (!o.json_path.empty()) {
-      std::ofstream f(o.json_path);
-      f << nlohmann::json{{"preset", preset->name}, {"desc", desc_json(desc)}, {"backend", sel.backend},
-                          {"quant", o.quant}, {"skipped", why}, {"date", utc_now()}, {"git_commit", git_commit()}}
-               .dump(2)
-        << "\n";
-    }
-    return 0;
+    run["skipped"] = why;
+    return run;
   };
   char why[256];
   if (host_avail > 0 && host_need > host_avail) {
-    std::snprintf(why, sizeof why, "skipping %s: needs %.1f GiB of host memory, %.1f GiB available; try --experts %lld",
-                  preset->name, host_need / kGiB, host_avail / kGiB,
-                  (long long)suggest(double(host_avail - std::min(host_avail, acts + oracle)) / double(copies * ckpt)));
+    std::snprintf(why, sizeof why, "skipping %s %s: needs %.1f GiB of host memory, %.1f GiB available; try --experts %lld",
+                  preset->name, quant_label.c_str(), host_need / kGiB, host_avail / kGiB,
+                  (long long)suggest(double(host_avail - std::min(host_avail, acts + oracle)) / double(host_copies * ckpt)));
     return skip(why);
   }
+  // Device: per-set activations (in, logits, routing, out) at Tmax, a check output, and a
+  // workspace of a few activation sizes; the prepared weights come on top.
+  const size_t dev_buffers = size_t(sets) * size_t(Tmax) * size_t(H * 4 + E * 4 + k * 8) + size_t(Tmax * H) * 4 +
+                             size_t(Tmax) * size_t(k) * size_t(H + 2 * I) * 4;
   if (on_cuda) {
     size_t free_b = 0, total_b = 0;
-    // Device: the prepared weights (padding of swizzled scales is small) plus per-set
-    // activations and a workspace of a few activation sizes.
-    const size_t dev_need = ckpt + ckpt / 16 + size_t(sets) * size_t(Tmax) * size_t(H * 4 + E * 4 + k * 8) +
-                            size_t(Tmax) * size_t(k) * size_t(H + 2 * I) * 4;
+    const size_t dev_need = ckpt + ckpt / 16 + dev_buffers;
     if (cuda_mem_info(0, &free_b, &total_b) && dev_need > free_b) {
-      std::snprintf(why, sizeof why, "skipping %s: needs %.1f GiB of GPU memory, %.1f GiB free; try --experts %lld",
-                    preset->name, dev_need / kGiB, free_b / kGiB, (long long)suggest(double(free_b) / double(dev_need)));
+      std::snprintf(why, sizeof why, "skipping %s %s: needs %.1f GiB of GPU memory, %.1f GiB free; try --experts %lld",
+                    preset->name, quant_label.c_str(), dev_need / kGiB, free_b / kGiB,
+                    (long long)suggest(double(free_b) / double(dev_need)));
       return skip(why);
     }
   }
 
-  std::printf("%s (%s): H=%lld I=%lld E=%lld k=%lld, %s %s, %s routing\n", preset->name, preset->model,
+  std::printf("\n== %s (%s): H=%lld I=%lld E=%lld k=%lld, %s %s, %s routing\n", preset->name, preset->model,
               (long long)H, (long long)I, (long long)E, (long long)k, to_string(desc.weight_format),
-              desc.act_quant == ActQuant::nvfp4 ? "W4A4" : "W4A16", to_string(desc.routing.method));
-  std::printf("checkpoint: %.2f GiB (%.1f MiB per expert)\n", ckpt / kGiB, per_expert / (1024.0 * 1024.0));
+              quant_label.c_str(), to_string(desc.routing.method));
+  std::printf("checkpoint: %.2f GiB (%.1f MiB per expert)\n", ckpt / kGiB, per_expert / kMiB);
 
   // ---- inputs ---------------------------------------------------------------
-  std::vector<ActSet> act;
-  for (int s = 0; s < sets; ++s) act.push_back(make_act_set(desc, Tmax, o.seed, s, o.skew));
+  std::vector<ActSet> act(static_cast<size_t>(sets));
+  {
+    // One thread per set: at 16384 tokens of H = 7168 each set is ~1e8 normal draws.
+    std::vector<std::thread> th;
+    for (int s = 0; s < sets; ++s)
+      th.emplace_back([&, s] { act[size_t(s)] = make_act_set(desc, Tmax, o.seed, s, o.skew); });
+    for (auto& t : th) t.join();
+  }
   std::vector<float> corr_bias(size_t(E), 0.0f);
   {
     Rng rb(stream_seed(o.seed, kActStream - 1000, 0));
@@ -266,30 +386,87 @@ int bench(const BenchOptions& o) {
   }
   so.progress = true;
 
-  // ---- weights and prepare ----------------------------------------------------
-  Layer layer = [&] {
+  // ---- weights, copies, baseline ------------------------------------------------
+  // The fewest experts any set touches at the smallest token count decides how many
+  // copies keep every replay reading bytes that are not in L2.
+  const size_t l2 = on_cuda ? machine->gpu.l2_bytes : 0;
+  const double least_touched = min_touched_on_host(desc, act, corr_bias, Tmin);
+  int want_copies = o.copies > 0 ? o.copies : copies_needed(least_touched * double(per_expert), l2);
+  if (!on_cuda) want_copies = 1;
+  std::vector<Layer> layers;
+  std::unique_ptr<Bf16Baseline> baseline;
+  std::string baseline_why, copies_note;
+  {
     Synthetic full = make_synthetic(desc, o.seed, {}, so);
     std::fflush(stdout);
     std::fprintf(stderr, "preparing %s ...\n", sel.backend.c_str());
     PrepareOptions po;
     po.backend = o.backend;  // the same request the ladder answered above, so the reason reads the same
-    return Layer::prepare(desc, full.view(), po);
-  }();  // the synthetic checkpoint is freed here
+    size_t free0 = 0, free1 = 0, total = 0;
+    const bool mem = on_cuda && cuda_mem_info(0, &free0, &total);
+    layers.push_back(Layer::prepare(desc, full.view(), po));
+    const size_t ws_max = layers[0].workspace_size(Tmax);
+    if (want_copies > 1 && mem && cuda_mem_info(0, &free1, &total) && free0 > free1) {
+      // What one prepared copy really occupies; keep room for the buffers and one bf16 copy.
+      const size_t per_copy = free0 - free1;
+      const size_t bf16_one = o.baseline ? Bf16Baseline::expert_bytes(desc, biases) * size_t(E) : 0;
+      const size_t reserve = dev_buffers + ws_max + bf16_one + size_t(Tmax * k) * size_t(4 * H + 6 * I + 8) +
+                             (size_t(1) << 30);
+      const size_t room = free1 > reserve ? free1 - reserve : 0;
+      const int fit = 1 + int(room / per_copy);
+      if (fit < want_copies) {
+        copies_note = "memory allows " + std::to_string(fit) + " of the " + std::to_string(want_copies) +
+                      " weight copies wanted";
+        want_copies = fit;
+      }
+      for (int c = 1; c < want_copies; ++c) layers.push_back(Layer::prepare(desc, full.view(), po));
+    } else if (want_copies > 1 && on_cuda) {
+      copies_note = "could not measure a copy's GPU memory: 1 weight copy";
+      want_copies = 1;
+    }
+    if (on_cuda && o.baseline) {
+      const double bf16_touched = least_touched * double(Bf16Baseline::expert_bytes(desc, biases));
+      const int bcopies = o.copies > 0 ? o.copies : copies_needed(bf16_touched, l2);
+      const size_t reserve = dev_buffers + ws_max + size_t(Tmax * k) * size_t(4 * H + 6 * I + 8) + (size_t(1) << 30);
+      std::fprintf(stderr, "building the bf16 baseline (%d cop%s) ...\n", bcopies, bcopies == 1 ? "y" : "ies");
+      baseline = Bf16Baseline::create(full, layers[0].device_id(), bcopies, reserve, &baseline_why);
+    } else {
+      baseline_why = on_cuda ? "--no-baseline" : "n/a (no GPU)";
+    }
+  }  // the synthetic checkpoint is freed here
+  Layer& layer = layers[0];
   const DeviceType dev = layer.device();
   const int dev_id = layer.device_id();
   const std::string device_name = dev == DeviceType::cuda ? cuda_device_name(dev_id) : cpu_name();
+  const int copies = int(layers.size());
   std::printf("backend: %s on %s (%s)\n", layer.backend().c_str(), device_name.c_str(),
               layer.selection_reason().c_str());
-  std::printf("timing: median of %d runs after %d warmup, %d routing/activation sets rotated%s%s\n\n", iters,
-              warmup, sets, dev == DeviceType::cuda ? ", CUDA graph replay" : "", o.skew ? ", skewed routing" : "");
+  std::printf("timing: median of %d runs after %d warmup, %d routing/activation sets rotated%s%s\n", iters, warmup,
+              sets, dev == DeviceType::cuda ? ", CUDA graph replay" : "", o.skew ? ", skewed routing" : "");
+  if (dev == DeviceType::cuda)
+    std::printf("L2: %.0f MiB; fewest experts touched at T=%lld: %.0f = %.1f MiB; %d weight cop%s prepared "
+                "(rotated while touched x copies < %d x L2)%s%s\n",
+                double(l2) / kMiB, (long long)Tmin, least_touched, least_touched * double(per_expert) / kMiB, copies,
+                copies == 1 ? "y" : "ies", kL2Multiple, copies_note.empty() ? "" : "; ", copies_note.c_str());
+  if (baseline)
+    std::printf("baseline: bf16 weights (%.1f MiB per expert, %d cop%s), cuBLAS grouped GEMM, group sizes from the "
+                "host\n",
+                double(Bf16Baseline::expert_bytes(desc, biases)) / kMiB, baseline->copies(),
+                baseline->copies() == 1 ? "y" : "ies");
+  else
+    std::printf("baseline: %s\n", baseline_why.c_str());
+  const bool floor_ok = dev == DeviceType::cuda && machine->floor_ok();
+  if (dev != DeviceType::cuda)
+    std::printf("ceilings: n/a (no GPU): floor, floor%% and the bf16 baseline are measured on a GPU only\n");
+  if (!check) std::printf("check: off%s\n", o.check < 0 ? " (long token list; --check to force)" : "");
+  std::printf("\n%8s %11s %9s %8s %7s %8s %10s %6s %11s %8s  %s\n", "tokens", "forward us", "route us", "experts",
+              "TB/s", "TFLOP/s", "floor us", "floor%", "bf16 us", "speedup", "check");
 
-  std::printf("%8s %12s %12s %12s %9s %10s  %s\n", "tokens", "forward us", "tokens/s", "route us", "experts",
-              "GB/s", "check");
-  nlohmann::json rows = nlohmann::json::array();
-  bool any_fail = false;
+  json rows = json::array();
   std::string timing_note;
+  const double bf16_expert = double(Bf16Baseline::expert_bytes(desc, biases));
 
-  for (const int64_t T : o.tokens) {
+  for (const int64_t T : tokens) {
     // ---- buffers and routing ----
     const size_t ws_bytes = layer.workspace_size(T);
     Buffer ws(dev, dev_id, ws_bytes);
@@ -337,14 +514,20 @@ int bench(const BenchOptions& o) {
     }
     touched /= sets;
 
+    // Bytes that must move (touched weights with their scales, activations in and out,
+    // the routing) and the two GEMMs' flops.
+    const double act_bytes = double(T * H) * 2 * 2 + double(T * k) * 8;
+    const double bytes = touched * double(per_expert) + act_bytes;
+    const double flops = 2.0 * double(T) * double(k) * 3.0 * double(H) * double(I);
+
     // ---- check run: one forward into poisoned outputs, before timing ----
     // The check reads an fp32 out: the layer's sum before the output rounding (a bf16
     // out differs from an exact result by its own rounding, ~1e-3, more than the
     // tolerance); the timed runs write bf16.
     std::vector<float> out0(size_t(T * H));
-    if (o.check) {
+    if (check) {
       Buffer check_out(dev, dev_id, size_t(T * H) * 4);
-      check_out.fill(0xFF);  // NaN: anything forward leaves unwritten fails --check
+      check_out.fill(0xFF);  // NaN: anything forward leaves unwritten fails the check
       ForwardArgs a = sb[0].fwd;
       a.out = check_out.view(DType::f32, {T, H});
       layer.forward(a);
@@ -353,13 +536,19 @@ int bench(const BenchOptions& o) {
     }
 
     // ---- timing ----
-    std::vector<double> fwd_us, route_us;
+    // Replay v reads set v % sets with weight copy v % n, n the copies this T needs: the
+    // same weight bytes come back only every n replays, after >= kL2Multiple L2s of others.
+    std::vector<double> fwd_us, route_us, base_us;
+    int n_copies = 1, n_base_copies = 0;
+    double base_rel = NAN;
     if (dev == DeviceType::cuda) {
+      n_copies = std::min(copies, copies_needed(touched * double(per_expert), l2));
+      const int variants = std::max(sets, n_copies);
       std::string note;
-      fwd_us = time_cuda(dev_id, sets, [&](int v, void* stream) {
-        ForwardArgs a = sb[size_t(v)].fwd;
+      fwd_us = time_cuda(dev_id, variants, [&](int v, void* stream) {
+        ForwardArgs a = sb[size_t(v % sets)].fwd;
         a.stream = stream;
-        layer.forward(a);
+        layers[size_t(v % n_copies)].forward(a);
       }, warmup, iters, &note);
       if (!note.empty()) timing_note = "forward: " + note;
       note.clear();
@@ -370,16 +559,51 @@ int bench(const BenchOptions& o) {
       }, warmup, iters, &note);
       if (!note.empty()) timing_note += (timing_note.empty() ? "" : "; ") + ("route: " + note);
       layer.check_device_errors(sb[0].fwd.workspace);
+
+      if (baseline) {
+        n_base_copies = std::min(baseline->copies(), copies_needed(touched * bf16_expert, l2));
+        const int bvariants = std::max(sets, n_base_copies);
+        std::vector<BaselineVariant> bv(static_cast<size_t>(bvariants));
+        for (int v = 0; v < bvariants; ++v) {
+          const SetBuffers& b = sb[size_t(v % sets)];
+          bv[size_t(v)] = {ids[size_t(v % sets)].data(), b.fwd.topk_ids, b.fwd.topk_weights, b.fwd.hidden_states,
+                           v % n_base_copies};
+        }
+        baseline->set_variants(T, bv);
+        note.clear();
+        base_us = time_cuda(dev_id, bvariants, [&](int v, void* stream) { baseline->run(v, stream); }, warmup,
+                            iters, &note);
+        if (!note.empty()) timing_note += (timing_note.empty() ? "" : "; ") + ("baseline: " + note);
+        // The baseline must compute the same layer, or its time means nothing: compare its
+        // output for set 0 with fp4moe's (the last replay of set 0 left it in sb[0].out).
+        baseline->run(0, nullptr);
+        const std::vector<uint16_t> bo = baseline->output();
+        std::vector<uint16_t> fo(size_t(T * H));
+        sb[0].out.download(fo.data(), fo.size() * 2);
+        base_rel = rel_l2_bf16(bo, fo);
+      }
     } else {
       fwd_us = time_cpu(sets, [&](int v) { layer.forward(sb[size_t(v)].fwd); }, warmup, iters);
       route_us = time_cpu(sets, [&](int v) { route(sb[size_t(v)].rt); }, warmup, iters);
     }
     const double us = median(fwd_us), rus = median(route_us);
-    const double gbs = touched * double(per_expert) / (us * 1e-6) / 1e9;
+    const bool base_ok = !base_us.empty();
+    const double bus = base_ok ? median(base_us) : NAN;
+    const double tbs = bytes / (us * 1e-6) / 1e12, tflops = flops / (us * 1e-6) / 1e12;
+    double floor_us = NAN;
+    std::string bound;
+    if (floor_ok) {
+      const double mem_us = bytes / machine->ceil.copy_bytes_per_s * 1e6;
+      const double math_us = flops / machine->ceil.gemm_flops_per_s * 1e6;
+      floor_us = std::max(mem_us, math_us);
+      bound = mem_us >= math_us ? "memory" : "compute";
+    }
+    const double agree_tol = desc.act_quant == ActQuant::nvfp4 ? kBaselineAgreeW4A4 : kBaselineAgreeW4A16;
+    const bool base_agrees = !base_ok || (std::isfinite(base_rel) && base_rel <= agree_tol);
 
     // ---- check against the reference backend on sampled tokens ----
     CheckResult cr;
-    if (o.check) {
+    if (check) {
       cr.ran = true;
       cr.tol = desc.act_quant == ActQuant::nvfp4 ? 2e-3 : 5e-4;
       const std::vector<int64_t> sample = sample_tokens(T);
@@ -424,60 +648,165 @@ int bench(const BenchOptions& o) {
       cr.rel_err = nan ? NAN : std::sqrt(num / std::max(den, 1e-30));
       cr.pass = !nan && cr.rel_err <= cr.tol;
       cr.ref_rms = std::sqrt(den / std::max(count, 1.0));
-      any_fail |= !cr.pass;
+      *failed |= !cr.pass;
     }
 
-    char check[96] = "-";
+    char check_s[96] = "-";
     if (cr.ran)
-      std::snprintf(check, sizeof check, "%s (rel L2 %.2e, tol %.0e, %d tokens)", cr.pass ? "PASS" : "FAIL",
+      std::snprintf(check_s, sizeof check_s, "%s (rel L2 %.2e, tol %.0e, %d tokens)", cr.pass ? "PASS" : "FAIL",
                     cr.rel_err, cr.tol, cr.tokens);
-    std::printf("%8lld %12.1f %12.0f %12.1f %9.1f %10.1f  %s\n", (long long)T, us, double(T) / (us * 1e-6), rus,
-                touched, gbs, check);
+    char floor_s[16] = "n/a", frac_s[16] = "n/a", base_s[16] = "n/a", speed_s[16] = "n/a";
+    if (floor_ok) {
+      std::snprintf(floor_s, sizeof floor_s, "%.1f", floor_us);
+      std::snprintf(frac_s, sizeof frac_s, "%.0f%%", 100.0 * floor_us / us);
+    }
+    if (base_ok) {
+      std::snprintf(base_s, sizeof base_s, "%.1f", bus);
+      std::snprintf(speed_s, sizeof speed_s, "%.2fx%s", bus / us, base_agrees ? "" : "?");
+    }
+    std::printf("%8lld %11.1f %9.1f %8.1f %7.3f %8.1f %10s %6s %11s %8s  %s\n", (long long)T, us, rus, touched, tbs,
+                tflops, floor_s, frac_s, base_s, speed_s, check_s);
+    if (!base_agrees)
+      std::printf("%8s warning: bf16 baseline output differs from fp4moe's by rel L2 %.2e (> %.2g): its time "
+                  "is suspect\n", "", base_rel, agree_tol);
     std::fflush(stdout);
-    nlohmann::json row{{"tokens", T},
-                       {"forward_us_median", us},
-                       {"forward_us", fwd_us},
-                       {"tokens_per_s", double(T) / (us * 1e-6)},
-                       {"route_us_median", rus},
-                       {"experts_touched", touched},
-                       {"weight_gb_per_s", gbs}};
+
+    json row{{"tokens", T},
+             {"forward_us_median", us},
+             {"forward_us", fwd_us},
+             {"tokens_per_s", double(T) / (us * 1e-6)},
+             {"route_us_median", rus},
+             {"route_us", route_us},
+             {"experts_touched", touched},
+             {"weight_copies_rotated", n_copies},
+             {"bytes", bytes},
+             {"flops", flops},
+             {"tb_per_s", tbs},
+             {"tflop_per_s", tflops},
+             {"weight_gb_per_s", touched * double(per_expert) / (us * 1e-6) / 1e9},
+             {"floor_us", num_or_null(floor_ok, floor_us)},
+             {"floor_bound", floor_ok ? json(bound) : json(nullptr)},
+             {"floor_fraction", num_or_null(floor_ok, floor_us / us)},
+             {"baseline_us_median", num_or_null(base_ok, bus)},
+             {"baseline_us", base_us},
+             {"baseline_weight_copies_rotated", n_base_copies},
+             {"baseline_bytes", touched * bf16_expert + act_bytes},
+             {"baseline_rel_l2_vs_fp4moe", num_or_null(base_ok, base_rel)},
+             {"baseline_agrees", base_agrees},
+             {"speedup_vs_baseline", num_or_null(base_ok, bus / us)}};
     if (cr.ran)
-      row["check"] = {{"pass", cr.pass}, {"rel_l2", std::isnan(cr.rel_err) ? nlohmann::json(nullptr) : nlohmann::json(cr.rel_err)},
-                      {"tolerance", cr.tol}, {"tokens", cr.tokens},
-                      {"reference_rms", cr.ref_rms}};
+      row["check"] = {{"pass", cr.pass}, {"rel_l2", num_or_null(true, cr.rel_err)}, {"tolerance", cr.tol},
+                      {"tokens", cr.tokens}, {"reference_rms", cr.ref_rms}};
     rows.push_back(row);
   }
   if (!timing_note.empty()) std::printf("note: %s\n", timing_note.c_str());
 
-  if (!o.json_path.empty()) {
-    nlohmann::json j{{"preset", preset->name},
-                     {"model", preset->model},
-                     {"desc", desc_json(desc)},
-                     {"backend", layer.backend()},
-                     {"backend_reason", layer.selection_reason()},
-                     {"quant", o.quant},
-                     {"tokens", o.tokens},
-                     {"iters", iters},
-                     {"warmup", warmup},
-                     {"sets", sets},
-                     {"skew", o.skew},
-                     {"seed", o.seed},
-                     {"expert_weight_bytes", per_expert},
-                     {"device", device_name},
-                     {"timing", dev == DeviceType::cuda ? "cuda graph replay, cudaEvent per replay" : "std::chrono"},
-                     {"timing_note", timing_note},
-                     {"date", utc_now()},
-                     {"git_commit", git_commit()},
-                     {"version", version()},
-                     {"rows", rows}};
+  run["backend"] = layer.backend();
+  run["backend_reason"] = layer.selection_reason();
+  run["device"] = device_name;
+  run["iters"] = iters;
+  run["warmup"] = warmup;
+  run["sets"] = sets;
+  run["skew"] = o.skew;
+  run["seed"] = o.seed;
+  run["checked"] = check;
+  run["expert_weight_bytes"] = per_expert;
+  run["weight_copies"] = copies;
+  run["weight_copies_note"] = copies_note;
+  run["l2_multiple"] = kL2Multiple;
+  run["baseline"] = {{"ran", baseline != nullptr},
+                     {"why_not", baseline ? json(nullptr) : json(baseline_why)},
+                     {"method", "bf16 weights (dequantized FP4), cublasGemmGroupedBatchedEx bf16 x bf16 -> bf16, "
+                                "fp32 accumulation; own sort/gather/activation/combine kernels; group sizes "
+                                "read on the host before capture"},
+                     {"expert_bytes", size_t(bf16_expert)},
+                     {"weight_copies", baseline ? baseline->copies() : 0}};
+  run["timing"] = dev == DeviceType::cuda ? "cuda graph replay, cudaEvent per replay" : "std::chrono";
+  run["timing_note"] = timing_note;
+  run["rows"] = rows;
+  return run;
+}
+
+int bench(const BenchOptions& o) {
+  // ---- what to run ----
+  std::vector<RunSpec> specs;
+  const bool all = o.all || o.model == "all";
+  if (all) {
+    // The full table: every preset, NVFP4 ones as W4A16 and W4A4, gpt-oss as MXFP4 W4A16.
+    for (const Preset& p : presets()) {
+      specs.push_back({&p, "w4a16"});
+      if (p.desc.weight_format == WeightFormat::nvfp4) specs.push_back({&p, "w4a4"});
+    }
+  } else {
+    if (o.model.empty()) {
+      std::fprintf(stderr, "fp4moe bench: --model: got nothing, need a preset name or all (or --all)\n");
+      return 2;
+    }
+    const Preset* preset = find_preset(o.model);
+    if (!preset) {
+      std::string names;
+      for (const auto& p : presets()) names += std::string(names.empty() ? "" : ", ") + p.name;
+      std::fprintf(stderr, "fp4moe bench: --model: got '%s', need one of %s, or all\n", o.model.c_str(),
+                   names.c_str());
+      return 2;
+    }
+    if (o.quant == "w4a4" && preset->desc.weight_format != WeightFormat::nvfp4) {
+      std::fprintf(stderr, "fp4moe bench: --quant: got w4a4 for %s (%s weights), need an NVFP4 preset\n",
+                   preset->name, to_string(preset->desc.weight_format));
+      return 2;
+    }
+    specs.push_back({preset, o.quant});
+  }
+  const std::vector<int64_t> tokens = all && !o.tokens_given ? kAllTokens : o.tokens;
+  if (tokens.empty()) {
+    std::fprintf(stderr, "fp4moe bench: --tokens: got nothing, need at least one token count\n");
+    return 2;
+  }
+  for (int64_t T : tokens)
+    if (T <= 0) {
+      std::fprintf(stderr, "fp4moe bench: --tokens: got %lld, need counts >= 1\n", (long long)T);
+      return 2;
+    }
+  // Checked by default, except the long speed runs (the full table, long token lists).
+  const bool check = o.check > 0 || (o.check < 0 && !all && tokens.size() <= kCheckedListMax);
+
+  // ---- the runs ----
+  Machine machine;
+  json runs = json::array();
+  bool failed = false, error = false;
+  std::string device_name = cpu_name();
+  auto write_json = [&] {
+    if (o.json_path.empty()) return true;
+    json j{{"schema", "fp4moe-bench/2"},
+           {"date", utc_now()},
+           {"git_commit", git_commit()},
+           {"version", version()},
+           {"machine", machine_json(machine, device_name)},
+           {"runs", runs}};
     std::ofstream f(o.json_path);
     f << j.dump(2) << "\n";
-    if (!f) {
+    return bool(f);
+  };
+  for (const RunSpec& spec : specs) {
+    try {
+      json r = bench_one(o, spec, tokens, check, &machine, &failed);
+      if (r.contains("device")) device_name = r["device"].get<std::string>();
+      runs.push_back(std::move(r));
+    } catch (const std::exception& e) {
+      // One preset's failure (a library error, not enough memory mid-run) must not lose
+      // the others' results: record it and go on.
+      std::fflush(stdout);
+      std::fprintf(stderr, "fp4moe bench: %s %s: %s\n", spec.preset->name, spec.quant.c_str(), e.what());
+      runs.push_back({{"preset", spec.preset->name}, {"quant", spec.quant}, {"error", e.what()}});
+      error = true;
+    }
+    // Written after every run, so that a long --all that is stopped keeps what it measured.
+    if (!write_json()) {
       std::fprintf(stderr, "fp4moe bench: --json: could not write %s\n", o.json_path.c_str());
       return 2;
     }
   }
-  return any_fail ? 1 : 0;
+  return error ? 2 : failed ? 1 : 0;
 }
 
 }  // namespace

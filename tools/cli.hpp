@@ -22,9 +22,13 @@ struct BenchOptions {
   int warmup = -1;                    // -1: 10 on CUDA, 1 on the host
   int sets = 4;                       // independent routing + activation sets, rotated
   bool skew = false;
-  bool check = false;
+  int check = -1;                     // 1 --check, 0 --no-check, -1 auto: on unless --all or > 4 counts
   std::string json_path;
   uint64_t seed = 1;
+  bool all = false;                   // every preset and quantization (also --model all)
+  bool tokens_given = false;          // --tokens was on the command line (--all has its own default)
+  bool baseline = true;               // time the bf16 cuBLAS baseline (GPU only)
+  int copies = 0;                     // weight copies rotated; 0: enough to exceed 4 x L2
 };
 // 0 ok (or skipped for lack of memory), 1 check failed, 2 error.
 int run_bench(const BenchOptions& options);

@@ -6,6 +6,7 @@
 
 #if defined(FP4MOE_WITH_CUDA)
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #endif
 
 namespace fp4moe::cli {
@@ -123,6 +124,81 @@ std::string cuda_device_name(int device) {
 #else
   return "none";
 #endif
+}
+
+#if defined(FP4MOE_WITH_CUDA)
+namespace {
+
+// The few NVML entries the bench reads, declared here so that neither nvml.h nor
+// libnvidia-ml is needed to build or run (values from nvml.h: NVML_CLOCK_SM = 1,
+// NVML_CLOCK_MEM = 2, NVML_SUCCESS = 0).
+using NvmlDevice = struct NvmlDeviceOpaque*;
+constexpr int kNvmlClockSm = 1, kNvmlClockMem = 2;
+
+void read_nvml(const std::string& pci_bus_id, GpuInfo* g) {
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    g->nvml_note = "libnvidia-ml.so.1 not found: current clocks unknown";
+    return;
+  }
+  using Init = int (*)();
+  using ByPci = int (*)(const char*, NvmlDevice*);
+  using Clock = int (*)(NvmlDevice, int, unsigned*);
+  using Driver = int (*)(char*, unsigned);
+  auto init = reinterpret_cast<Init>(dlsym(lib, "nvmlInit_v2"));
+  auto shutdown = reinterpret_cast<Init>(dlsym(lib, "nvmlShutdown"));
+  auto by_pci = reinterpret_cast<ByPci>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+  auto clock = reinterpret_cast<Clock>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+  auto driver = reinterpret_cast<Driver>(dlsym(lib, "nvmlSystemGetDriverVersion"));
+  if (!init || !shutdown || !by_pci || !clock || init() != 0) {
+    g->nvml_note = "NVML present but could not be initialised: current clocks unknown";
+    return;  // the library stays loaded: unloading NVML mid-process is not worth the risk
+  }
+  NvmlDevice d = nullptr;
+  unsigned mhz = 0;
+  if (by_pci(pci_bus_id.c_str(), &d) == 0) {
+    if (clock(d, kNvmlClockSm, &mhz) == 0) g->sm_clock_now_mhz = int(mhz);
+    if (clock(d, kNvmlClockMem, &mhz) == 0) g->mem_clock_now_mhz = int(mhz);
+  } else {
+    g->nvml_note = "NVML does not know PCI bus " + pci_bus_id;
+  }
+  char ver[96] = {};
+  if (driver && driver(ver, sizeof ver) == 0) g->driver = ver;
+  shutdown();
+}
+
+}  // namespace
+#endif
+
+GpuInfo cuda_gpu_info(int device) {
+  GpuInfo g;
+#if defined(FP4MOE_WITH_CUDA)
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return g;
+  }
+  g.present = true;
+  g.name = p.name;
+  g.sm_count = p.multiProcessorCount;
+  g.cc_major = p.major;
+  g.cc_minor = p.minor;
+  g.l2_bytes = size_t(p.l2CacheSize);
+  g.memory_bytes = p.totalGlobalMem;
+  // CUDA 13 dropped clockRate / memoryClockRate from cudaDeviceProp; the attributes remain.
+  int khz = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) == cudaSuccess) g.sm_clock_max_mhz = khz / 1000;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) == cudaSuccess) g.mem_clock_max_mhz = khz / 1000;
+  if (cudaDeviceGetAttribute(&g.mem_bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) g.mem_bus_bits = 0;
+  (void)cudaGetLastError();
+  int drv = 0;
+  if (cudaDriverGetVersion(&drv) == cudaSuccess) g.driver = "CUDA driver API " + std::to_string(drv);
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) == cudaSuccess) read_nvml(bus, &g);
+  else g.nvml_note = "no PCI bus id: current clocks unknown";
+  (void)cudaGetLastError();
+#endif
+  return g;
 }
 
 std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,

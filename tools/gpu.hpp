@@ -43,6 +43,25 @@ class Buffer {
 bool cuda_mem_info(int device, size_t* free_bytes, size_t* total_bytes);
 std::string cuda_device_name(int device);
 
+// What a benchmark result needs to say about the GPU it ran on. Clocks in MHz; the
+// current ones come from NVML (loaded at run time) and are 0 when it is absent.
+struct GpuInfo {
+  bool present = false;
+  std::string name;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  size_t l2_bytes = 0;
+  size_t memory_bytes = 0;
+  int sm_clock_max_mhz = 0;        // cudaDevAttrClockRate
+  int mem_clock_max_mhz = 0;       // cudaDevAttrMemoryClockRate
+  int mem_bus_bits = 0;
+  int sm_clock_now_mhz = 0;        // NVML, at the time of the query
+  int mem_clock_now_mhz = 0;
+  std::string driver;              // NVML driver version, or the CUDA driver API version
+  std::string nvml_note;           // why current clocks are missing
+};
+GpuInfo cuda_gpu_info(int device);
+
 // Launches `launch(variant, stream)` round-robin over `variants`, `warmup` times then
 // `iters` times, and returns each timed launch in µs. Each variant is captured into a
 // CUDA graph once and replayed, timed with a pair of events; when capture fails (a

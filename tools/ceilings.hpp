@@ -1,0 +1,30 @@
+// The two ceilings a MoE layer's time is judged against, measured in the same process as
+// the layer: how fast this GPU moves bytes (a large device-to-device copy) and how fast it
+// multiplies (a large cuBLAS bf16 GEMM with fp32 accumulation). The bench's floor for one
+// forward is max(bytes / copy rate, flops / GEMM rate).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fp4moe::cli {
+
+struct Ceilings {
+  bool copy_ok = false, gemm_ok = false;
+  std::string note;               // why a ceiling is missing, or what was scaled down
+
+  size_t copy_bytes = 0;          // bytes of one cudaMemcpyAsync (read once, written once)
+  std::vector<double> copy_us;    // each timed copy
+  double copy_bytes_per_s = 0;    // 2 * copy_bytes / median time
+
+  int gemm_n = 0;                 // M = N = K
+  std::vector<double> gemm_us;
+  double gemm_flops_per_s = 0;    // 2 * n^3 / median time
+  std::string cublas;             // library and version that ran the GEMM
+};
+
+// Measures both on `device` (median of `iters` CUDA-graph replays after a warmup). Never
+// throws: a missing cuBLAS or too little memory leaves that ceiling out, with a note.
+Ceilings measure_ceilings(int device, int iters);
+
+}  // namespace fp4moe::cli
