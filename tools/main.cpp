@@ -1,11 +1,14 @@
 // fp4moe: the command-line tool. `fp4moe info` reports the build, the machine and the
 // backend choice per preset; `fp4moe bench` times one preset's MoE layer on synthetic
-// weights and optionally checks it against the reference backend.
+// weights and optionally checks it against the reference backend; `fp4moe quantize` turns a
+// bf16 MoE checkpoint into a ModelOpt NVFP4 one and `fp4moe run` runs one layer of a real
+// checkpoint through its own router (tools/checkpoint_cli.hpp).
 #include <cstdio>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "checkpoint_cli.hpp"
 #include "cli.hpp"
 #include "fp4moe/presets.hpp"
 
@@ -22,7 +25,8 @@ int main(int argc, char** argv) {
   std::string preset_names;
   for (const auto& p : fp4moe::presets()) preset_names += std::string(preset_names.empty() ? "" : ", ") + p.name;
   auto* bench = app.add_subcommand("bench", "time one preset's MoE layer on synthetic weights");
-  bench->add_option("--model", b.model, "preset: " + preset_names)->required();
+  bench->add_option("--model", b.model, "preset: " + preset_names + ", or all");
+  bench->add_flag("--all", b.all, "every preset (W4A16 and W4A4 where NVFP4), default tokens 1..16384");
   bench->add_option("--tokens", b.tokens, "token counts, comma separated")->delimiter(',')->capture_default_str();
   bench->add_option("--backend", b.backend, "auto or a backend name (see fp4moe info)")->capture_default_str();
   bench->add_option("--quant", b.quant, "w4a16 | w4a4 (NVFP4 presets)")
@@ -35,12 +39,42 @@ int main(int argc, char** argv) {
   bench->add_option("--sets", b.sets, "independent routing + activation sets, rotated across runs")
       ->check(CLI::Range(1, 64))->capture_default_str();
   bench->add_flag("--skew", b.skew, "Zipf-like router logits: a few experts get most tokens");
-  bench->add_flag("--check", b.check, "compare sampled tokens against the reference backend (exit 1 on FAIL)");
+  bench->add_flag_callback("--check", [&b] { b.check = 1; },
+                           "compare sampled tokens against the reference backend (exit 1 on FAIL); "
+                           "default: on unless --all or more than 4 token counts");
+  bench->add_flag_callback("--no-check", [&b] { b.check = 0; }, "speed run only");
+  bench->add_flag("!--no-baseline", b.baseline, "skip the bf16 cuBLAS baseline");
+  bench->add_option("--copies", b.copies, "weight copies rotated (default: enough that touched x copies >= 4 x L2)")
+      ->check(CLI::Range(1, 64));
   bench->add_option("--json", b.json_path, "write the results as JSON to this file");
   bench->add_option("--seed", b.seed, "seed of the synthetic weights and inputs")->capture_default_str();
 
+  QuantizeCliOptions q;
+  auto* quantize = app.add_subcommand("quantize", "quantize the experts of a bf16 MoE checkpoint (ModelOpt layout)");
+  quantize->add_option("IN_DIR", q.in_dir, "bf16/fp16/f32 checkpoint directory")->required();
+  quantize->add_option("OUT_DIR", q.out_dir, "output directory")->required();
+  quantize->add_option("--format", q.format, "nvfp4 | mxfp4")->check(CLI::IsMember({"nvfp4", "mxfp4"}))->capture_default_str();
+  quantize->add_option("--layers", q.layers, "MoE layers to quantize, e.g. 0,3-5 (default: all)");
+  quantize->add_option("--calibration", q.calibration, "JSON {module: input amax} for input_scale (W4A4)");
+
+  RunOptions r;
+  auto* run = app.add_subcommand("run", "run one layer of a real checkpoint through its own router");
+  run->add_option("--checkpoint", r.checkpoint, "checkpoint directory")->required();
+  run->add_option("--layer", r.layer, "MoE layer index")->required();
+  run->add_option("--tokens", r.tokens, "synthetic tokens")->check(CLI::PositiveNumber)->capture_default_str();
+  run->add_option("--backend", r.backend, "auto or a backend name (see fp4moe info)")->capture_default_str();
+  run->add_option("--quant", r.quant, "w4a16 | w4a4 (NVFP4 checkpoints)")
+      ->check(CLI::IsMember({"w4a16", "w4a4"}))->capture_default_str();
+  run->add_flag("--check", r.check, "compare to the reference backend (exit 1 on FAIL)");
+  run->add_option("--seed", r.seed, "seed of the hidden states")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   if (*info_cmd) return run_info(info);
-  if (*bench) return run_bench(b);
+  if (*bench) {
+    b.tokens_given = bench->count("--tokens") > 0;
+    return run_bench(b);
+  }
+  if (*quantize) return run_quantize(q);
+  if (*run) return run_layer(r);
   return 2;
 }

@@ -33,6 +33,7 @@ __all__ = [
     "dequantize_mxfp4",
     "dequantize_nvfp4",
     "info",
+    "load_layer",
     "quantize_mxfp4",
     "quantize_nvfp4",
     "route",
@@ -564,3 +565,58 @@ class MoELayer:
         return (f"MoELayer(quant={self.quant!r}, E={self.num_experts}, H={self.hidden}, "
                 f"I={self.intermediate}, top_k={self.top_k}, backend={self.backend!r}, "
                 f"device={self.device!r})")
+
+
+# ---------------------------------------------------------------------------
+# Real checkpoints
+# ---------------------------------------------------------------------------
+def _numpy_tensor(raw: bytes, dtype: str, shape: Sequence[int]) -> Any:
+    """A (bytes, fp4moe dtype name, shape) triple from _C.load_layer as a NumPy array.
+
+    FP8 scales stay uint8 bytes (what MoELayer takes); bf16 becomes float32, exactly.
+    """
+    import numpy as np
+    if dtype == "bf16":
+        bits = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(shape)
+    np_dtype = {"f32": np.float32, "i32": np.int32}.get(dtype, np.uint8)
+    return np.frombuffer(raw, dtype=np_dtype).reshape(shape).copy()
+
+
+def load_layer(path: Any, layer: int, **kwargs: Any) -> "MoELayer":
+    """One MoE layer of a real checkpoint, ready to run.
+
+    path: a checkpoint directory: a ModelOpt NVFP4 export (DeepSeek-V3/R1, Kimi-K2,
+    Qwen3-MoE, Mixtral naming; what ``fp4moe quantize`` writes) or a gpt-oss MXFP4 model.
+    H, I, E, top_k, the format, the activation and the routing come from its config.json
+    (and hf_quant_config.json). kwargs go to MoELayer (quant="w4a4" for NVFP4 activations,
+    which needs the checkpoint's input_scale; backend, device, max_num_tokens, ...).
+
+    The returned MoELayer also carries what routing the model's own way needs:
+    ``.routing`` (dict: method, renormalize, n_group, topk_group, routed_scaling_factor,
+    ready for fp4moe.route), ``.router_weight`` float32 [E, H] (logits = x @ W.T, plus
+    ``.router_bias`` [E] when not None), ``.correction_bias`` float32 [E] or None
+    (sigmoid_grouped selection bias), ``.model_type`` and ``.top_k``.
+    """
+    d = _C.load_layer(str(path), int(layer))
+    t = {name: _numpy_tensor(*v) for name, v in d["tensors"].items()}
+    mxfp4 = d["weight_format"] == "mxfp4"
+    quant = kwargs.pop("quant", "mxfp4" if mxfp4 else "w4a16")
+    if d["activation"] == "swiglu_oai" and d["swiglu_limit"] != 7.0:
+        raise ValueError(f"{path}: swiglu_limit: got {d['swiglu_limit']}, need 7.0 (the only limit "
+                         "MoELayer takes)")
+    if quant == "w4a4" and "w13_input_scale" not in t:
+        raise ValueError(f"quant: got 'w4a4', but layer {layer} of {path} has no input_scale "
+                         f"(e.g. model.layers.{layer}.mlp.experts.0.gate_proj.input_scale); "
+                         "need a calibrated checkpoint (fp4moe quantize --calibration FILE)")
+    kwargs.setdefault("top_k", d["top_k"])
+    moe = MoELayer(t["w13"], t["w13_scale"], t.get("w13_scale_2"), t["w2"], t["w2_scale"], t.get("w2_scale_2"),
+                   quant=quant, w13_input_scale=t.get("w13_input_scale"),
+                   w2_input_scale=t.get("w2_input_scale"), w13_bias=t.get("w13_bias"),
+                   w2_bias=t.get("w2_bias"), gate_up=d["gate_up"], activation=d["activation"], **kwargs)
+    moe.model_type = d["model_type"]
+    moe.routing = dict(d["routing"])
+    moe.router_weight = t["router_weight"]
+    moe.router_bias = t.get("router_bias")
+    moe.correction_bias = t.get("correction_bias")
+    return moe

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fp4moe/checkpoint.hpp"
 #include "fp4moe/fp4moe.hpp"
 
 #if defined(FP4MOE_WITH_CUDA)
@@ -412,6 +413,53 @@ NB_MODULE(_C, m) {
         },
         "hidden"_a, "intermediate"_a, "num_experts"_a, "top_k"_a, "weight_format"_a, "act_quant"_a,
         "activation"_a, "gate_up"_a, "requested"_a);
+
+  // --- real checkpoints -----------------------------------------------------
+  // One MoE layer gathered into SPEC §3's layout (load_moe_layer). Tensors come back as
+  // (bytes, dtype name, shape) copies; fp4moe.load_layer turns them into NumPy arrays.
+  m.def(
+      "load_layer",
+      [](const std::string& path, int layer) {
+        fp4moe::LoadedLayer L = [&] {
+          nb::gil_scoped_release nogil;
+          return fp4moe::load_moe_layer(fp4moe::Checkpoint::open(path), layer);
+        }();
+        nb::dict tensors;
+        auto put = [&](const char* name, const TensorView& v) {
+          if (!v.present()) return;
+          std::vector<int64_t> shape(v.shape, v.shape + v.ndim);
+          tensors[name] = nb::make_tuple(nb::bytes(static_cast<const char*>(v.data), v.nbytes()),
+                                         std::string(fp4moe::dtype_name(v.dtype)), shape);
+        };
+        const fp4moe::CheckpointWeights& w = L.weights;
+        put("w13", w.w13), put("w13_scale", w.w13_scale), put("w13_scale_2", w.w13_scale_2);
+        put("w2", w.w2), put("w2_scale", w.w2_scale), put("w2_scale_2", w.w2_scale_2);
+        put("w13_input_scale", w.w13_input_scale), put("w2_input_scale", w.w2_input_scale);
+        put("w13_bias", w.w13_bias), put("w2_bias", w.w2_bias);
+        put("router_weight", L.router_weight), put("router_bias", L.router_bias);
+        put("correction_bias", L.correction_bias);
+        const fp4moe::LayerDesc& d = L.desc;
+        nb::dict routing;
+        routing["method"] = std::string(fp4moe::to_string(d.routing.method));
+        routing["renormalize"] = d.routing.renormalize;
+        routing["n_group"] = d.routing.n_group;
+        routing["topk_group"] = d.routing.topk_group;
+        routing["routed_scaling_factor"] = d.routing.routed_scaling_factor;
+        nb::dict r;
+        r["model_type"] = L.model_type;
+        r["hidden"] = d.hidden;
+        r["intermediate"] = d.intermediate;
+        r["num_experts"] = d.num_experts;
+        r["top_k"] = d.top_k;
+        r["weight_format"] = std::string(fp4moe::to_string(d.weight_format));
+        r["activation"] = std::string(fp4moe::to_string(d.activation));
+        r["gate_up"] = std::string(fp4moe::to_string(d.gate_up));
+        r["swiglu_limit"] = d.swiglu_limit;
+        r["routing"] = routing;
+        r["tensors"] = tensors;
+        return r;
+      },
+      "path"_a, "layer"_a);
 
   // --- the layer -----------------------------------------------------------
   nb::class_<PyLayer>(m, "Layer")
