@@ -26,8 +26,8 @@ int run_quantize(const QuantizeCliOptions& o) {
     bar.finish();
     std::string layers;
     for (int l : r.layers) layers += (layers.empty() ? "" : ",") + std::to_string(l);
-    std::printf("quantized %lld expert linears (%s) in layers %s, %lld with input_scale; copied %lld tensors; "
-                "wrote %zu file(s) to %s\n",
+    std::printf("quantized %lld expert linears (%s) in layer(s) %s (%lld of them with an input_scale); "
+                "copied %lld tensors; wrote %zu file(s) to %s\n",
                 (long long)r.linears, o.format.c_str(), layers.c_str(), (long long)r.calibrated,
                 (long long)r.copied, r.files.size(), o.out_dir.c_str());
     if (r.calibrated < r.linears)
