@@ -53,6 +53,10 @@ struct Gemm1Args {
   uint8_t* h_fp4 = nullptr;
   uint8_t* h_scale = nullptr;
   float h_gs = 1.0f;
+  // splitk path only: fp32 workspace for the per-split partial sums, at least
+  // splitk_partials_bytes(...) bytes; nullptr (or a non-decode shape) runs the fast path.
+  float* partials = nullptr;
+  size_t partials_bytes = 0;
 };
 
 struct Gemm2Args {
@@ -63,11 +67,21 @@ struct Gemm2Args {
   const uint8_t* a_scale = nullptr;
   float a_dq = 1.0f;
   float* y = nullptr;                // [row_space, H] fp32 (+ w2 bias); rows of no expert untouched
+  float* partials = nullptr;         // splitk path only, as in Gemm1Args
+  size_t partials_bytes = 0;
 };
 
-enum class GemmPath { naive, fast };
-// FP4MOE_GEMM=naive forces the simple kernels; otherwise the fastest compiled path.
+// splitk (gemm_splitk.cu): decode shapes split K across CTAs, a second kernel sums the
+// splits in fixed order; other shapes run `fast`. Not the default until measured faster.
+enum class GemmPath { naive, fast, splitk };
+// FP4MOE_GEMM=naive forces the simple kernels, FP4MOE_GEMM=splitk the split-K decode path;
+// otherwise the fastest compiled path.
 GemmPath gemm_path();
+
+// Bytes of fp32 partials the splitk path needs for gemm1 and gemm2 of `rows_bound` rows in a
+// row space of `row_space` rows (the larger of the two; they run one after the other, so one
+// buffer serves both). 0 when neither GEMM would split (they then run the fast path).
+size_t splitk_partials_bytes(const DeviceWeights& w, int64_t rows_bound, int64_t row_space);
 
 void gemm1(const DeviceWeights& w, const Gemm1Args& args, GemmPath path, cudaStream_t stream);
 void gemm2(const DeviceWeights& w, const Gemm2Args& args, GemmPath path, cudaStream_t stream);

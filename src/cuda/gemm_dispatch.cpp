@@ -1,5 +1,6 @@
 // gemm_path(), and gemm1 / gemm2: check what the kernels rely on, then route to the
-// naive kernels (gemm_naive.cu) or the mma.sync kernels (gemm_sm80.cu).
+// naive kernels (gemm_naive.cu), the mma.sync kernels (gemm_sm80.cu) or, for decode shapes
+// on request, the split-K kernels (gemm_splitk.cu).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -11,7 +12,9 @@ namespace fp4moe::cuda {
 
 GemmPath gemm_path() {
   const char* v = std::getenv("FP4MOE_GEMM");
-  return (v && std::strcmp(v, "naive") == 0) ? GemmPath::naive : GemmPath::fast;
+  if (v && std::strcmp(v, "naive") == 0) return GemmPath::naive;
+  if (v && std::strcmp(v, "splitk") == 0) return GemmPath::splitk;
+  return GemmPath::fast;
 }
 
 namespace {
@@ -32,8 +35,8 @@ void check_a(const char* fn, const uint16_t* bf16, const uint8_t* fp4, const uin
     detail::fail_arg(f + ": a_bf16/a_fp4: got " + (bf16 ? "both" : "neither") + ", need exactly one");
   if (fp4 && !scale) detail::fail_arg(f + ": a_scale: got nullptr with a_fp4, need e4m3 scales [*, K/16]");
   if (!std::isfinite(dq) || dq <= 0.0f) detail::fail_arg(f + ": a_dq: got " + std::to_string(dq) + ", need finite > 0");
-  // The mma.sync path copies A with 16-byte (bf16) or 8-byte (NVFP4 data) cp.async.
-  if (path == GemmPath::fast) {
+  // The mma.sync paths copy A with 16-byte (bf16) or 8-byte (NVFP4 data) cp.async.
+  if (path != GemmPath::naive) {
     if (bf16 && reinterpret_cast<uintptr_t>(bf16) % 16)
       detail::fail_arg(f + ": a_bf16: got an address not 16-byte aligned, need 16-byte alignment");
     if (fp4 && reinterpret_cast<uintptr_t>(fp4) % 8)
@@ -53,7 +56,7 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
                      std::to_string(a.h_gs) + ", need e4m3 scales [row_space, I/16] and a finite h_gs > 0");
   if (a.rows.rows_bound == 0) return;
   if (path == GemmPath::naive) naive_gemm1(w, a, stream);
-  else sm80_gemm1(w, a, stream);
+  else if (!(path == GemmPath::splitk && splitk_gemm1(w, a, stream))) sm80_gemm1(w, a, stream);
 }
 
 void gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStream_t stream) {
@@ -63,7 +66,7 @@ void gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStrea
   if (!a.y) detail::fail_arg("gemm2: y: got nullptr, need fp32 [row_space, H]");
   if (a.rows.rows_bound == 0) return;
   if (path == GemmPath::naive) naive_gemm2(w, a, stream);
-  else sm80_gemm2(w, a, stream);
+  else if (!(path == GemmPath::splitk && splitk_gemm2(w, a, stream))) sm80_gemm2(w, a, stream);
 }
 
 }  // namespace fp4moe::cuda

@@ -123,6 +123,10 @@ void naive_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 void naive_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 void sm80_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 void sm80_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+// splitk: run the split-K kernels and return true, or return false (not a decode shape, or
+// no partials given) and launch nothing; the caller then runs the fast path.
+bool splitk_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
+bool splitk_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // mma.sync path configuration (gemm_sm80.cu): a host function, testable without a GPU.
@@ -141,5 +145,42 @@ struct Gemm80Config {
   std::string why;
 };
 Gemm80Config choose_config(const Gemm80Problem& p);
+
+// ---------------------------------------------------------------------------
+// split-K decode path configuration (gemm_splitk.cu): a host function, testable without a GPU.
+// A CTA (4 warps, 128 weight rows x 8 tokens) streams one K slice of kb_per_split fragment
+// blocks; grid (grid_x row tiles, grid_y (expert, token tile) slots, splits). Partial fp32
+// sums go to partials [splits][row_space][N]; a second kernel sums them in split order.
+// ---------------------------------------------------------------------------
+inline constexpr int kSplitKRowTile = 128;     // weight rows per CTA
+inline constexpr int kSplitKTokenTile = 8;     // tokens per CTA (one n8 MMA tile)
+inline constexpr int kSplitKStageBlocks = 2;   // fragment blocks of K per pipeline stage (BK = 128)
+inline constexpr int kSplitKStages = 4;        // pipeline depth
+inline constexpr int kSplitKCtasPerSm = 4;     // what the kernel's registers and shared memory allow
+inline constexpr int kSplitKMinBlocks = 4;     // smallest K slice (fragment blocks) worth a CTA
+inline constexpr int kSplitKMaxSplits = 16;    // bounds the partials workspace
+inline constexpr int64_t kSplitKTargetWaves = 2;  // aim for this many full waves of CTAs
+
+struct SplitKProblem {
+  int64_t rows_bound = 0;   // upper bound on the rows of all experts together
+  int64_t num_experts = 0;  // E_local
+  int N = 0, K = 0;         // device rows, K
+  int num_sms = 132;        // of the device that runs it
+};
+struct SplitKConfig {
+  bool split = false;       // false: not a decode shape (or nothing to gain), run the fast path
+  int64_t grid_x = 0;       // row tiles: ceil(N / 128)
+  int64_t tiles = 0;        // bound on (expert, token tile) pairs, as Gemm80Config::tiles
+  int64_t grid_y = 0;       // min(tiles, 65535): CTAs loop over the tile slots
+  int kb_total = 0;         // Kp / 64 fragment blocks along K
+  int kb_per_split = 0;     // fragment blocks per split (the last split may have fewer, never 0)
+  int splits = 1;           // ceil(kb_total / kb_per_split)
+  int64_t ctas = 0;         // grid_x * tiles * splits (upper bound on the CTAs with work)
+  int64_t in_flight_per_sm = 0;  // weight bytes in flight per SM once the pipelines are full
+  std::string why;
+};
+SplitKConfig choose_splitk_config(const SplitKProblem& p);
+// fp32 partials of one GEMM: splits * row_space * N * 4, or 0 when it does not split.
+size_t splitk_gemm_partials_bytes(const SplitKConfig& c, int64_t row_space, int N);
 
 }  // namespace fp4moe::cuda
