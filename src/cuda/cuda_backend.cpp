@@ -81,16 +81,19 @@ class DeviceArray {
 //   h_fp4      u8 (rows, I/2)              W4A4: act(gate, up) requantized
 //   h_scale    e4m3 (rows, I/16)           W4A4
 //   y          f32 (rows, H)               GEMM-2 output, one row per routed slot
+//   partials   f32 (splitk_partials_bytes) FP4MOE_GEMM=splitk only: per-split GEMM sums
 // standard: A_rows = T, rows = T*k; batched: A_rows = rows = E_local*M (row e*M + r).
 // No work (T == 0 or M == 0) needs no workspace: size 0.
 // ---------------------------------------------------------------------------
 struct Layout {
   size_t status = 0, begin = 0, count = 0, scratch = 0, row_token = 0, slot_row = 0;
   size_t a_bf16 = 0, a_fp4 = 0, a_scale = 0, h_bf16 = 0, h_fp4 = 0, h_scale = 0, y = 0;
+  size_t partials = 0, partials_bytes = 0;
   size_t total = 0;
 };
 
-Layout layout(const LayerDesc& d, int64_t num_local, int64_t a_rows, int64_t rows, int64_t slots) {
+Layout layout(const LayerDesc& d, int64_t num_local, int64_t a_rows, int64_t rows, int64_t slots,
+              size_t partials_bytes) {
   Layout l;
   if (rows <= 0) return l;
   const bool w4a4 = d.act_quant == ActQuant::nvfp4;
@@ -114,6 +117,8 @@ Layout layout(const LayerDesc& d, int64_t num_local, int64_t a_rows, int64_t row
   l.h_fp4 = take(w4a4 ? size_t(rows) * I / 2 : 0);
   l.h_scale = take(w4a4 ? size_t(rows) * I / 16 : 0);
   l.y = take(size_t(rows) * H * 4);
+  l.partials = take(partials_bytes);
+  l.partials_bytes = partials_bytes;
   l.total = at;
   return l;
 }
@@ -143,10 +148,10 @@ class CudaBackend final : public Backend {
   }
 
   size_t workspace_size(int64_t T) const override {
-    return layout(desc, num_local, T, T * desc.top_k, T * desc.top_k).total;
+    return layout(desc, num_local, T, T * desc.top_k, T * desc.top_k, partials_bytes(T * desc.top_k)).total;
   }
   size_t batched_workspace_size(int64_t M) const override {
-    return layout(desc, num_local, num_local * M, num_local * M, 0).total;
+    return layout(desc, num_local, num_local * M, num_local * M, 0, partials_bytes(num_local * M)).total;
   }
 
   void forward(const ForwardArgs& args) const override {
@@ -156,7 +161,7 @@ class CudaBackend final : public Backend {
     if (args.apply_router_weight_on_input && k != 1)
       fail(ErrorKind::unsupported, "forward: apply_router_weight_on_input: got top_k " + std::to_string(k) +
                                        ", need top_k == 1 on the cuda backend");
-    const Layout l = layout(desc, num_local, T, T * k, T * k);
+    const Layout l = layout(desc, num_local, T, T * k, T * k, partials_bytes(T * k));
     const TensorView& ws = args.workspace;
     auto stream = static_cast<cudaStream_t>(args.stream);
     DeviceGuard guard(device_id);
@@ -195,6 +200,7 @@ class CudaBackend final : public Backend {
     }
     prepare_a(src, l, ws, g1, stream);
     set_h(l, ws, g1);
+    set_partials(l, ws, g1.partials, g1.partials_bytes);
     cuda::gemm1(*dw_, g1, path_, stream);
 
     cuda::Gemm2Args g2 = gemm2_args(rows, l, ws);
@@ -222,7 +228,7 @@ class CudaBackend final : public Backend {
     const bool x_fp4 = X.dtype == DType::u8;
     if (x_fp4 && !w4a4)
       fail_arg("forward_batched: hidden_states: got NVFP4 data (u8), need bf16|f16|f32 for a W4A16 layer");
-    const Layout l = layout(desc, L, L * M, L * M, 0);
+    const Layout l = layout(desc, L, L * M, L * M, 0, partials_bytes(L * M));
     const TensorView& ws = args.workspace;
     auto stream = static_cast<cudaStream_t>(args.stream);
     DeviceGuard guard(device_id);
@@ -253,6 +259,7 @@ class CudaBackend final : public Backend {
       prepare_a(src, l, ws, g1, stream);
     }
     set_h(l, ws, g1);
+    set_partials(l, ws, g1.partials, g1.partials_bytes);
     cuda::gemm1(*dw_, g1, path_, stream);
     cuda::Gemm2Args g2 = gemm2_args(rows, l, ws);
     cuda::gemm2(*dw_, g2, path_, stream);
@@ -319,7 +326,17 @@ class CudaBackend final : public Backend {
       g2.a_bf16 = at<uint16_t>(ws, l.h_bf16);
     }
     g2.y = at<float>(ws, l.y);
+    set_partials(l, ws, g2.partials, g2.partials_bytes);
     return g2;
+  }
+
+  // The splitk path's partials: one section serves gemm1 and then gemm2 (same stream).
+  size_t partials_bytes(int64_t rows) const {
+    return path_ == GemmPath::splitk ? cuda::splitk_partials_bytes(*dw_, rows, rows) : 0;
+  }
+  static void set_partials(const Layout& l, const TensorView& ws, float*& partials, size_t& bytes) {
+    partials = l.partials_bytes ? at<float>(ws, l.partials) : nullptr;
+    bytes = l.partials_bytes;
   }
 
   std::shared_ptr<const HostWeights> w_;

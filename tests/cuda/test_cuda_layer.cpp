@@ -1,6 +1,6 @@
 // The cuda backend through the public API against the scalar reference, on THE
-// conformance table (tests/moe_fixtures.hpp): standard and batched formats, the default
-// and the naive GEMM path, NaN-poisoned outputs, guard bytes around out and workspace,
+// conformance table (tests/moe_fixtures.hpp): standard and batched formats, the default,
+// the naive and the splitk GEMM paths, NaN-poisoned outputs, guard bytes around out and workspace,
 // determinism, CUDA-graph replay, device-side id/count errors, and forced selection on
 // a machine without a GPU.
 #include <gtest/gtest.h>
@@ -67,16 +67,17 @@ std::vector<float> reference_tokens(const MoEProblem& p, int64_t n) {
   return out;
 }
 
-Layer prepare_cuda(const MoEProblem& p, bool naive) {
-  if (naive) setenv("FP4MOE_GEMM", "naive", 1);
+// gemm: the FP4MOE_GEMM value the backend sees at prepare ("" = the default path).
+Layer prepare_cuda(const MoEProblem& p, const std::string& gemm = "") {
+  if (!gemm.empty()) setenv("FP4MOE_GEMM", gemm.c_str(), 1);
   PrepareOptions o;
   o.backend = "cuda";
   try {
     Layer l = Layer::prepare(p.desc, p.weights, o);
-    if (naive) unsetenv("FP4MOE_GEMM");
+    if (!gemm.empty()) unsetenv("FP4MOE_GEMM");
     return l;
   } catch (...) {
-    if (naive) unsetenv("FP4MOE_GEMM");
+    if (!gemm.empty()) unsetenv("FP4MOE_GEMM");
     throw;
   }
 }
@@ -282,9 +283,10 @@ TEST_P(CudaLayerConformance, MatchesReference) {
   const BatchedInput batched = make_batched(p);
   Stream stream;
 
-  for (bool naive : {false, true}) {
-    SCOPED_TRACE(c.name + (naive ? " [FP4MOE_GEMM=naive]" : " [default GEMM path]"));
-    const Layer layer = prepare_cuda(p, naive);
+  for (const std::string gemm : {"", "naive", "splitk"}) {
+    const bool naive = gemm == "naive";
+    SCOPED_TRACE(c.name + (gemm.empty() ? " [default GEMM path]" : " [FP4MOE_GEMM=" + gemm + "]"));
+    const Layer layer = prepare_cuda(p, gemm);
     ASSERT_EQ(layer.backend(), "cuda");
     StandardRun run(p, layer, p.topk_ids, stream.get());
 
@@ -360,7 +362,7 @@ TEST(CudaLayer, IdsOutOfRangeReportedAndNeverRead) {
     for (size_t s = 0; s < bad.size(); ++s)
       if (bad[s] < -1 || bad[s] >= E) p.topk_ids[s] = -1;
     const std::vector<float> ref = run_reference(p, DType::f32);
-    const Layer layer = prepare_cuda(p, false);
+    const Layer layer = prepare_cuda(p);
     Stream stream;
     StandardRun run(p, layer, bad, stream.get());
     const auto got = run.run();
@@ -380,7 +382,7 @@ TEST(CudaLayer, IdsOutOfRangeReportedAndNeverRead) {
 TEST(CudaLayer, BatchedCountAboveMReported) {
   FP4MOE_SKIP_WITHOUT_GPU();
   const MoEProblem p = make_problem(small_case("qwen3_30b_half_T300"));
-  const Layer layer = prepare_cuda(p, false);
+  const Layer layer = prepare_cuda(p);
   const int64_t L = p.host->num_local, M = 4, H = p.c.H;
   std::vector<int32_t> counts(size_t(L), 2);
   counts[1] = int32_t(M + 3);
@@ -418,7 +420,7 @@ TEST(CudaLayer, NarrowOutputsAreOneRoundingOfTheFp32Output) {
   for (const char* name : {"qwen3_30b_T64", "accumulate", "accumulate_mxfp4", "odd_T67_w4a4"}) {
     SCOPED_TRACE(name);
     const MoEProblem p = make_problem(small_case(name));
-    const Layer layer = prepare_cuda(p, false);
+    const Layer layer = prepare_cuda(p);
     Stream stream;
     StandardRun wide(p, layer, p.topk_ids, stream.get(), DType::f32);
     const std::vector<float> f32 = wide.run();
@@ -441,7 +443,7 @@ TEST(CudaLayer, NarrowOutputsAreOneRoundingOfTheFp32Output) {
 TEST(CudaLayer, EmptyBatchesNeedNoWorkspace) {
   FP4MOE_SKIP_WITHOUT_GPU();
   const MoEProblem p = make_problem(small_case("odd_shape_nvfp4"));
-  const Layer layer = prepare_cuda(p, false);
+  const Layer layer = prepare_cuda(p);
   EXPECT_EQ(layer.workspace_size(0), 0u);
   EXPECT_EQ(layer.batched_workspace_size(0), 0u);
   EXPECT_GT(layer.workspace_size(1), 0u);

@@ -1,14 +1,16 @@
-// The CUDA grouped GEMMs (src/cuda/gemm.hpp), both paths, against a host computation
+// The CUDA grouped GEMMs (src/cuda/gemm.hpp), every path, against a host computation
 // written here: weights decoded from the canonical HostWeights with this file's own e2m1
 // table, double accumulation. Skips without a GPU (except the config tests).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/gemm.hpp"
@@ -74,6 +76,7 @@ struct Spec {
   std::vector<int32_t> counts;  // rows per expert (size E)
   bool batched = false;         // begin[e] = e * M (gaps), identity gather; else packed + gather
   uint64_t seed = 1;
+  bool decode = false;          // <= 8 rows per expert and K long enough: the splitk path must split
 };
 std::string describe(const Spec& s) {
   std::ostringstream o;
@@ -238,8 +241,25 @@ struct Gemm1Out {
   std::vector<uint8_t> h, fp4, scale;  // guard + payload + guard each
 };
 
+// The splitk path's fp32 partials (guarded: nothing may be written past them), or none.
+struct Partials {
+  size_t bytes;
+  Guarded buf;
+  Partials(const DeviceWeights& dw, const Problem& p, GemmPath path)
+      : bytes(path == GemmPath::splitk ? splitk_partials_bytes(dw, p.rows_bound, p.row_space) : 0), buf(bytes) {}
+  float* ptr() const { return bytes ? buf.ptr<float>() : nullptr; }
+  void expect_guards_intact() const {
+    const auto all = buf.all();
+    size_t bad = 0;
+    for (size_t i = 0; i < all.size(); ++i)
+      if ((i < kGuard || i >= all.size() - kGuard) && all[i] != kPoison) ++bad;
+    EXPECT_EQ(bad, 0u) << bad << " guard bytes around the partials were written";
+  }
+};
+
 Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path) {
   const int64_t I = p.s.I, H = p.s.H;
+  Partials part(dw, p, path);
   Dev<int32_t> begin(p.begin), count(p.count), gather(p.gather);
   Dev<uint16_t> a_bf16(p.a_bf16);
   Dev<uint8_t> a_fp4(p.a_fp4), a_scale(p.a_scale);
@@ -259,9 +279,12 @@ Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path) {
   }
   a.a_gather = p.s.batched ? nullptr : gather.p;
   a.h_bf16 = h.ptr<uint16_t>();
+  a.partials = part.ptr();
+  a.partials_bytes = part.bytes;
   (void)H;
   gemm1(dw, a, path, nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  part.expect_guards_intact();
   return {h.all(), hq.all(), hs.all()};
 }
 
@@ -272,6 +295,7 @@ std::vector<uint8_t> run_gemm2(const DeviceWeights& dw, const Problem& p, GemmPa
   Dev<uint16_t> a_bf16(h_bf16);
   Dev<uint8_t> a_fp4(h_fp4), a_scale(h_scale);
   Guarded y(size_t(p.row_space * p.s.H * 4));
+  Partials part(dw, p, path);
   Gemm2Args a;
   a.rows = {begin.p, count.p, p.rows_bound, p.row_space};
   if (!h_fp4.empty()) {
@@ -282,8 +306,11 @@ std::vector<uint8_t> run_gemm2(const DeviceWeights& dw, const Problem& p, GemmPa
     a.a_bf16 = a_bf16.p;
   }
   a.y = y.ptr<float>();
+  a.partials = part.ptr();
+  a.partials_bytes = part.bytes;
   gemm2(dw, a, path, nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  part.expect_guards_intact();
   return y.all();
 }
 
@@ -294,7 +321,15 @@ std::vector<T> payload(const std::vector<uint8_t>& all) {
   return v;
 }
 
-const char* path_name(GemmPath p) { return p == GemmPath::naive ? "naive" : "fast"; }
+const char* path_name(GemmPath p) {
+  return p == GemmPath::naive ? "naive" : p == GemmPath::splitk ? "splitk" : "fast";
+}
+
+int device_sms() {
+  int n = 0;
+  EXPECT_EQ(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  return n;
+}
 
 // gemm1 and gemm2 of one problem on one path against the host computation.
 void check_problem(const Spec& spec, GemmPath path) {
@@ -304,6 +339,13 @@ void check_problem(const Spec& spec, GemmPath path) {
   const int64_t H = spec.H, I = spec.I;
   const auto covered = covered_rows(p);
   const auto& d = p.w.desc;
+  if (path == GemmPath::splitk && spec.decode) {
+    // The decode cases must run the split kernels, not fall back to the fast path.
+    const int sms = device_sms();
+    const SplitKConfig c1 = choose_splitk_config({p.rows_bound, spec.E, int(2 * I), int(H), sms});
+    const SplitKConfig c2 = choose_splitk_config({p.rows_bound, spec.E, int(H), int(I), sms});
+    ASSERT_TRUE(c1.split && c2.split) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
+  }
 
   // ---- gemm1 ----
   const Gemm1Out o1 = run_gemm1(*dw, p, path);
@@ -445,6 +487,19 @@ std::vector<Spec> specs() {
   v.push_back({"mxfp4_batched", 288, 64, 3, WeightFormat::mxfp4, false, Activation::swiglu_oai, true, {0, 13, 3}, true, 16});
   // All rows on one expert; more than one row tile of 128 in both GEMMs.
   v.push_back({"one_expert", 512, 192, 3, WeightFormat::nvfp4, false, Activation::silu, false, {0, 150, 0}, false, 17});
+  // Decode shapes (<= 8 rows per expert): the splitk path splits both GEMMs. H = 1040 and
+  // I = 528 pad K to 17 and 9 fragment blocks (uneven last split); N = 1056 and 1040 leave a
+  // partial 128-row tile (2I/16 = 66 and H/16 = 65 fragment rows, the latter odd).
+  v.push_back({"decode_nvfp4", 1040, 528, 8, WeightFormat::nvfp4, false, Activation::silu, false,
+               {1, 0, 3, 8, 2, 0, 5, 1}, false, 18, true});
+  v.push_back({"decode_nvfp4_w4a4", 1024, 512, 6, WeightFormat::nvfp4, true, Activation::silu, false,
+               {2, 1, 0, 8, 1, 3}, false, 19, true});
+  v.push_back({"decode_nvfp4_batched", 1040, 528, 5, WeightFormat::nvfp4, false, Activation::silu, false,
+               {1, 4, 0, 8, 2}, true, 20, true});
+  v.push_back({"decode_mxfp4_swiglu_bias", 1056, 544, 6, WeightFormat::mxfp4, false, Activation::swiglu_oai, true,
+               {1, 1, 0, 2, 7, 1}, false, 21, true});
+  v.push_back({"decode_w4a4_batched", 1024, 528, 4, WeightFormat::nvfp4, true, Activation::silu, false,
+               {3, 0, 1, 6}, true, 22, true});
   return v;
 }
 
@@ -458,7 +513,7 @@ TEST_P(CudaGemm, MatchesHost) {
 
 INSTANTIATE_TEST_SUITE_P(CudaGemmCases, CudaGemm,
                          ::testing::Combine(::testing::Range(0, int(specs().size())),
-                                            ::testing::Values(GemmPath::naive, GemmPath::fast)),
+                                            ::testing::Values(GemmPath::naive, GemmPath::fast, GemmPath::splitk)),
                          [](const auto& info) {
                            return specs()[size_t(std::get<0>(info.param))].name + "_" +
                                   path_name(std::get<1>(info.param));
@@ -471,7 +526,7 @@ TEST(CudaGemmEdge, NoRows) {
   Problem p = make_problem(s);
   p.rows_bound = 0;
   const auto dw = upload_weights(p.w, 0);
-  for (GemmPath path : {GemmPath::naive, GemmPath::fast}) {
+  for (GemmPath path : {GemmPath::naive, GemmPath::fast, GemmPath::splitk}) {
     const auto out = run_gemm1(*dw, p, path);
     for (uint8_t b : out.h) ASSERT_EQ(b, kPoison) << path_name(path);
   }
@@ -558,6 +613,113 @@ TEST(CudaGemmConfig, DecodeUsesTheSmallestTokenTile) {
   Gemm80Problem pb{8, 384, 4096, 7168};
   EXPECT_EQ(choose_config(pb).token_tile, 8);
   EXPECT_EQ(choose_config(pb).tiles, 8);  // each tile holds at least one row
+}
+
+// splitk: too small a partials buffer is an error naming it (before any launch).
+TEST(CudaGemmEdge, SplitKRejectsShortPartials) {
+  SKIP_WITHOUT_GPU();
+  const Spec s = specs()[7];  // decode_nvfp4
+  ASSERT_TRUE(s.decode);
+  const Problem p = make_problem(s);
+  const auto dw = upload_weights(p.w, 0);
+  const size_t need = splitk_partials_bytes(*dw, p.rows_bound, p.row_space);
+  ASSERT_GT(need, 0u);
+  Dev<int32_t> begin(p.begin), count(p.count), gather(p.gather);
+  Dev<uint16_t> a(p.a_bf16);
+  Guarded h(size_t(p.row_space * s.I * 2)), part(need);
+  Gemm1Args g;
+  g.rows = {begin.p, count.p, p.rows_bound, p.row_space};
+  g.a_bf16 = a.p;
+  g.a_gather = gather.p;
+  g.h_bf16 = h.ptr<uint16_t>();
+  g.partials = part.ptr<float>();
+  g.partials_bytes = need - 4;
+  try {
+    gemm1(*dw, g, GemmPath::splitk, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("partials_bytes"), std::string::npos) << e.what();
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (uint8_t b : h.all()) ASSERT_EQ(b, kPoison);
+}
+
+// splitk config: every (expert, row tile, split) has a CTA, the splits cut K in whole
+// fragment blocks with none empty, and the partials hold splits x row_space x N floats.
+TEST(CudaGemmConfig, SplitKCoversEveryTileAndSlice) {
+  std::mt19937_64 rng(7);
+  int split_seen = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    SplitKProblem pb;
+    pb.num_experts = 1 + int64_t(rng() % 384);
+    pb.rows_bound = int64_t(rng() % (trial % 2 ? 20 : 3000));
+    pb.N = 16 * (1 + int(rng() % 900));
+    pb.K = 64 * (1 + int(rng() % 120));
+    pb.num_sms = 1 + int(rng() % 200);
+    const SplitKConfig c = choose_splitk_config(pb);
+    ASSERT_FALSE(c.why.empty());
+    ASSERT_GE(c.grid_x * kSplitKRowTile, pb.N);
+    ASSERT_LT((c.grid_x - 1) * kSplitKRowTile, pb.N);
+    ASSERT_LE(c.grid_y, 65535);
+    ASSERT_EQ(c.kb_total, (pb.K + 63) / 64);
+    if (!c.split) {
+      ASSERT_EQ(splitk_gemm_partials_bytes(c, 100, pb.N), 0u);
+      continue;
+    }
+    ++split_seen;
+    ASSERT_GT(pb.rows_bound, 0);
+    ASSERT_GE(c.grid_y, 1);
+    ASSERT_GE(c.splits, 2);
+    ASSERT_LE(c.splits, kSplitKMaxSplits);
+    ASSERT_GE(c.kb_per_split, 1);
+    ASSERT_GE(int64_t(c.splits) * c.kb_per_split, c.kb_total) << "a K slice has no CTA";
+    ASSERT_LT(int64_t(c.splits - 1) * c.kb_per_split, c.kb_total) << "the last split is empty";
+    ASSERT_EQ(c.ctas, c.grid_x * c.tiles * c.splits);
+    ASSERT_EQ(splitk_gemm_partials_bytes(c, 100, pb.N), size_t(c.splits) * 100 * size_t(pb.N) * 4);
+    // Only decode shapes split: at most 8 rows per active expert on average.
+    const int64_t active = std::max<int64_t>(1, std::min(pb.num_experts, pb.rows_bound));
+    ASSERT_LE((pb.rows_bound + active - 1) / active, kSplitKTokenTile);
+    // A random split of rows_bound over the experts never needs more token tiles than c.tiles.
+    std::vector<int64_t> cnt(size_t(pb.num_experts), 0);
+    int64_t left = pb.rows_bound;
+    for (auto& x : cnt) {
+      if (rng() % 3 == 0) continue;
+      x = int64_t(rng() % uint64_t(left + 1));
+      left -= x;
+    }
+    cnt[0] += left;
+    int64_t need = 0;
+    for (auto x : cnt) need += (x + kSplitKTokenTile - 1) / kSplitKTokenTile;
+    ASSERT_LE(need, c.tiles);
+  }
+  EXPECT_GT(split_seen, 100);
+}
+
+// The decode shapes of issue 4 on an H200 (132 SMs): both GEMMs split, every SM gets at
+// least two CTAs and >= 32 KiB of weights in flight (4.3 TB/s x ~1 us / 132 SMs).
+TEST(CudaGemmConfig, SplitKDecodeKeepsEnoughBytesInFlight) {
+  struct Model {
+    const char* name;
+    int H, I, E, k;
+  };
+  for (const Model m : {Model{"kimi-k2", 7168, 2048, 384, 8}, Model{"deepseek-v3", 7168, 2048, 256, 8},
+                        Model{"qwen3-235b", 4096, 1536, 128, 8}, Model{"qwen3-30b", 2048, 768, 128, 8},
+                        Model{"gpt-oss-120b", 2880, 2880, 128, 4}}) {
+    for (int T : {1, 2}) {
+      const int64_t rows = int64_t(T) * m.k;
+      for (const auto& [N, K] : {std::pair{2 * m.I, m.H}, std::pair{m.H, m.I}}) {
+        const SplitKConfig c = choose_splitk_config({rows, m.E, N, K, 132});
+        SCOPED_TRACE(std::string(m.name) + " T=" + std::to_string(T) + " N=" + std::to_string(N) + " K=" +
+                     std::to_string(K) + ": " + c.why);
+        EXPECT_TRUE(c.split);
+        EXPECT_GE(c.ctas, 2 * 132);
+        EXPECT_GE(c.in_flight_per_sm, 32 * 1024);
+      }
+    }
+  }
+  // Prefill-sized batches keep the fast path (its token tiles reuse each weight tile).
+  EXPECT_FALSE(choose_splitk_config({512 * 8, 384, 4096, 7168, 132}).split);
+  EXPECT_FALSE(choose_splitk_config({32 * 8, 384, 4096, 7168, 132}).split);  // 8192 CTAs already
 }
 
 // Layout index functions: every (row, k) of a block has its own nibble, scale indices
