@@ -285,6 +285,9 @@ TEST_P(CudaLayerConformance, MatchesReference) {
 
   for (const std::string gemm : {"", "naive", "splitk"}) {
     const bool naive = gemm == "naive";
+    // Full-size layers: the naive path is covered on every other case; preparing a 9 GB
+    // layer once more for it costs a minute and checks nothing new.
+    if (naive && c.random_codes) continue;
     SCOPED_TRACE(c.name + (gemm.empty() ? " [default GEMM path]" : " [FP4MOE_GEMM=" + gemm + "]"));
     const Layer layer = prepare_cuda(p, gemm);
     ASSERT_EQ(layer.backend(), "cuda");
