@@ -10,6 +10,7 @@
 
 #include "checkpoint_cli.hpp"
 #include "cli.hpp"
+#include "ep_bench.hpp"
 #include "fp4moe/presets.hpp"
 
 int main(int argc, char** argv) {
@@ -68,7 +69,31 @@ int main(int argc, char** argv) {
   run->add_flag("--check", r.check, "compare to the reference backend (exit 1 on FAIL)");
   run->add_option("--seed", r.seed, "seed of the hidden states")->capture_default_str();
 
+  EpBenchOptions eb;
+  auto* ep_bench = app.add_subcommand("ep-bench", "expert parallelism over every visible GPU vs the single-GPU layer");
+  ep_bench->add_option("--model", eb.model, "preset: " + preset_names)->required();
+  ep_bench->add_option("--tokens", eb.tokens, "tokens per rank, comma separated")->delimiter(',')->capture_default_str();
+  ep_bench->add_option("--mode", eb.mode, "a2a | allreduce | both")
+      ->check(CLI::IsMember({"a2a", "allreduce", "both"}))->capture_default_str();
+  ep_bench->add_option("--quant", eb.quant, "w4a16 | w4a4 (NVFP4 presets)")
+      ->check(CLI::IsMember({"w4a16", "w4a4"}))->capture_default_str();
+  ep_bench->add_option("--dispatch", eb.dispatch, "a2a rows on the wire: bf16 | nvfp4 (w4a4)")
+      ->check(CLI::IsMember({"bf16", "nvfp4"}))->capture_default_str();
+  ep_bench->add_option("--combine", eb.combine, "a2a rows back: f32 (exact) | bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+  ep_bench->add_option("--experts", eb.experts, "override E (default: the preset's)")->check(CLI::PositiveNumber);
+  ep_bench->add_option("--gpus", eb.gpus, "ranks (default: every visible GPU)")->check(CLI::Range(2, 64));
+  ep_bench->add_option("--capacity-factor", eb.capacity_factor,
+                       "a2a capacities = factor x the rows this routing needs; 0: the never-overflowing defaults")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  ep_bench->add_option("--iters", eb.iters, "timed forwards per token count (default 20)")->check(CLI::PositiveNumber);
+  ep_bench->add_option("--warmup", eb.warmup, "untimed forwards first (default 5)")->check(CLI::NonNegativeNumber);
+  ep_bench->add_flag("!--no-check", eb.check, "skip comparing rank 0's output with the single-GPU layer");
+  ep_bench->add_option("--json", eb.json_path, "write the results as JSON to this file");
+  ep_bench->add_option("--seed", eb.seed, "seed of the synthetic weights and inputs")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
+  if (*ep_bench) return run_ep_bench(eb);
   if (*info_cmd) return run_info(info);
   if (*bench) {
     b.tokens_given = bench->count("--tokens") > 0;

@@ -11,14 +11,17 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "fp4moe/checkpoint.hpp"
+#include "fp4moe/ep.hpp"
 #include "fp4moe/fp4moe.hpp"
 
 #if defined(FP4MOE_WITH_CUDA)
@@ -275,6 +278,28 @@ nb::dict backend_dict(const fp4moe::BackendInfo& b) {
   d["available"] = b.available;
   d["reason"] = b.reason;
   return d;
+}
+
+// An EP layer (fp4moe::ep) with the communicator it owns (when built from a unique id)
+// and its workspace. Members are destroyed in reverse order: workspace, layer, then the
+// communicator the layer uses.
+struct PyEpLayer {
+  std::unique_ptr<fp4moe::ep::Communicator> comm;  // null when the caller passed its own ncclComm_t
+  std::unique_ptr<fp4moe::ep::EpLayer> layer;
+  Buffer workspace;
+  std::mutex mutex;
+};
+
+fp4moe::ep::Mode parse_ep_mode(const std::string& s) {
+  if (s == "all_to_all") return fp4moe::ep::Mode::all_to_all;
+  if (s == "all_reduce") return fp4moe::ep::Mode::all_reduce;
+  bad_arg("mode: got '" + s + "', need 'all_to_all' or 'all_reduce'");
+}
+fp4moe::ep::WireDType parse_wire(const std::string& s, const char* what) {
+  if (s == "bf16") return fp4moe::ep::WireDType::bf16;
+  if (s == "nvfp4") return fp4moe::ep::WireDType::nvfp4;
+  if (s == "f32") return fp4moe::ep::WireDType::f32;
+  bad_arg(std::string(what) + ": got '" + s + "', need 'bf16', 'nvfp4' or 'f32'");
 }
 
 }  // namespace
@@ -596,4 +621,126 @@ NB_MODULE(_C, m) {
       .def_prop_ro("max_num_tokens", [](const PyLayer& L) { return L.max_num_tokens; })
       .def_prop_ro("workspace_bytes",
                    [](const PyLayer& L) { return L.workspace.bytes() + L.batched_workspace.bytes(); });
+  // --- expert parallelism (fp4moe::ep) --------------------------------------
+  m.def("ep_why_unavailable", [] { return fp4moe::ep::why_unavailable(); });
+  m.def("ep_nccl_version", [] { return fp4moe::ep::nccl_version(); });
+  m.def("ep_unique_id", [] {
+    const fp4moe::ep::UniqueId id = fp4moe::ep::unique_id();
+    return nb::bytes(id.bytes.data(), id.bytes.size());
+  });
+  m.def(
+      "ep_placement",
+      [](int64_t num_experts, int world, int rank) {
+        return std::make_tuple(fp4moe::ep::first_expert(num_experts, world, rank),
+                               fp4moe::ep::num_local_experts(num_experts, world, rank));
+      },
+      "num_experts"_a, "world"_a, "rank"_a);
+
+  nb::class_<PyEpLayer>(m, "EpLayer")
+      .def(
+          "__init__",
+          [](PyEpLayer* self, nb::bytes unique_id, uintptr_t comm, int world, int rank, int device,
+             nb::handle w13, nb::handle w13_scale, nb::handle w13_scale_2, nb::handle w2, nb::handle w2_scale,
+             nb::handle w2_scale_2, nb::handle w13_input_scale, nb::handle w2_input_scale, nb::handle w13_bias,
+             nb::handle w2_bias, int64_t hidden, int64_t intermediate, int64_t num_experts, int64_t top_k,
+             const std::string& weight_format, const std::string& act_quant, const std::string& activation,
+             const std::string& gate_up, const std::string& backend, const std::string& mode,
+             const std::string& dispatch, const std::string& combine, int64_t max_tokens, int64_t send_rows,
+             int64_t expert_rows) {
+            fp4moe::ep::EpDesc d;
+            d.layer.hidden = hidden;
+            d.layer.intermediate = intermediate;
+            d.layer.num_experts = num_experts;
+            d.layer.top_k = top_k;
+            d.layer.weight_format = parse_format(weight_format);
+            d.layer.act_quant = parse_act_quant(act_quant);
+            d.layer.activation = parse_activation(activation);
+            d.layer.gate_up = parse_gate_up(gate_up);
+            d.mode = parse_ep_mode(mode);
+            d.dispatch = parse_wire(dispatch, "dispatch");
+            d.combine = parse_wire(combine, "combine");
+            d.capacity.max_tokens = max_tokens;
+            d.capacity.send_rows = send_rows;
+            d.capacity.expert_rows = expert_rows;
+            const DType sdt = d.layer.weight_format == fp4moe::WeightFormat::mxfp4 ? DType::e8m0 : DType::e4m3;
+            Keep k;
+            fp4moe::CheckpointWeights w;
+            w.w13 = input(w13, {"w13"}, k);
+            w.w13_scale = input(w13_scale, {"w13_scale", sdt}, k);
+            w.w13_scale_2 = input(w13_scale_2, {"w13_scale_2"}, k);
+            w.w2 = input(w2, {"w2"}, k);
+            w.w2_scale = input(w2_scale, {"w2_scale", sdt}, k);
+            w.w2_scale_2 = input(w2_scale_2, {"w2_scale_2"}, k);
+            w.w13_input_scale = input(w13_input_scale, {"w13_input_scale"}, k);
+            w.w2_input_scale = input(w2_input_scale, {"w2_input_scale"}, k);
+            w.w13_bias = input(w13_bias, {"w13_bias"}, k);
+            w.w2_bias = input(w2_bias, {"w2_bias"}, k);
+            fp4moe::PrepareOptions options;
+            options.backend = backend;
+            auto* L = new (self) PyEpLayer();
+            try {
+              nb::gil_scoped_release nogil;  // both calls below are collective: other ranks may be slow
+              ncclComm_t c = reinterpret_cast<ncclComm_t>(comm);
+              if (!c) {
+                const std::string raw(unique_id.c_str(), unique_id.size());
+                fp4moe::ep::UniqueId id;
+                if (raw.size() != id.bytes.size())
+                  bad_arg("unique_id: got " + std::to_string(raw.size()) + " bytes, need " +
+                          std::to_string(id.bytes.size()) + " (from fp4moe.ep.unique_id())");
+                std::copy(raw.begin(), raw.end(), id.bytes.begin());
+                L->comm = std::make_unique<fp4moe::ep::Communicator>(
+                    fp4moe::ep::Communicator::init_rank(id, world, rank, device));
+                c = L->comm->get();
+              }
+              L->layer = std::make_unique<fp4moe::ep::EpLayer>(fp4moe::ep::EpLayer::prepare(d, w, c, options));
+              L->workspace.reserve(L->layer->workspace_size(), DeviceType::cuda, L->layer->device_id());
+            } catch (...) {
+              L->~PyEpLayer();
+              throw;
+            }
+          },
+          "unique_id"_a, "comm"_a, "world"_a, "rank"_a, "device"_a, "w13"_a, "w13_scale"_a,
+          "w13_scale_2"_a.none(), "w2"_a, "w2_scale"_a, "w2_scale_2"_a.none(), "w13_input_scale"_a.none(),
+          "w2_input_scale"_a.none(), "w13_bias"_a.none(), "w2_bias"_a.none(), "hidden"_a, "intermediate"_a,
+          "num_experts"_a, "top_k"_a, "weight_format"_a, "act_quant"_a, "activation"_a, "gate_up"_a, "backend"_a,
+          "mode"_a, "dispatch"_a, "combine"_a, "max_tokens"_a, "send_rows"_a, "expert_rows"_a)
+      .def(
+          "forward",
+          [](PyEpLayer& L, nb::handle hidden_states, nb::handle topk_weights, nb::handle topk_ids, nb::handle out,
+             bool accumulate, uintptr_t stream) {
+            Keep k;
+            fp4moe::ep::EpForwardArgs a;
+            a.hidden_states = input(hidden_states, {"hidden_states"}, k);
+            a.topk_weights = input(topk_weights, {"topk_weights"}, k);
+            a.topk_ids = input(topk_ids, {"topk_ids"}, k);
+            a.out = output(out, {"out"}, k);
+            a.accumulate = accumulate;
+            a.stream = as_stream(stream);
+            nb::gil_scoped_release nogil;
+            std::lock_guard<std::mutex> lock(L.mutex);
+            a.workspace = L.workspace.view();
+            L.layer->forward(a);
+          },
+          "hidden_states"_a, "topk_weights"_a, "topk_ids"_a, "out"_a, "accumulate"_a, "stream"_a)
+      .def(
+          "check_device_errors",
+          [](PyEpLayer& L, uintptr_t stream) {
+            nb::gil_scoped_release nogil;
+            std::lock_guard<std::mutex> lock(L.mutex);
+            L.layer->check_device_errors(L.workspace.view(), as_stream(stream));
+          },
+          "stream"_a)
+      .def_prop_ro("rank", [](const PyEpLayer& L) { return L.layer->rank(); })
+      .def_prop_ro("world", [](const PyEpLayer& L) { return L.layer->world(); })
+      .def_prop_ro("device", [](const PyEpLayer& L) { return L.layer->device_id(); })
+      .def_prop_ro("num_local_experts", [](const PyEpLayer& L) { return L.layer->num_local_experts(); })
+      .def_prop_ro("workspace_bytes", [](const PyEpLayer& L) { return L.workspace.bytes(); })
+      .def_prop_ro("capacity", [](const PyEpLayer& L) {
+        const fp4moe::ep::Capacity& c = L.layer->desc().capacity;
+        return std::make_tuple(c.max_tokens, c.send_rows, c.expert_rows);
+      })
+      .def_prop_ro("traffic", [](const PyEpLayer& L) {
+        const fp4moe::ep::Traffic t = L.layer->traffic();
+        return std::make_tuple(t.dispatch_bytes, t.combine_bytes, t.remote_bytes);
+      });
 }
