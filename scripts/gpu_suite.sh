@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole GPU suite, run on the GPU machine from the repository root:
-#   bash scripts/gpu_suite.sh [stages...]    stages: tests sanitize bench python (default: all)
+#   bash scripts/gpu_suite.sh [stages...]    stages: tests sanitize bench python (default), compare, ep
 # Binaries come prebuilt (scripts/build_gpu_carry.sh puts them in .carry/bin), or are built
 # here into build-gpu when .carry/bin is absent. Logs go to $OUT (or ./gpu-out).
 set -uo pipefail
@@ -51,6 +51,26 @@ for stage in $stages; do
       else
         note "bench skipped: no fp4moe binary"
       fi ;;
+    compare)
+      # GEMM paths side by side on the decode-to-prefill range (no check: speed only)
+      for gemm in fast splitk; do
+        FP4MOE_GEMM=$gemm timeout ${BENCH_TIMEOUT:-900} "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} \
+          --tokens ${COMPARE_TOKENS:-1,8,32,128,512} --no-check --no-baseline --json "$OUT/compare-$gemm.json" \
+          >"$OUT/compare-$gemm.log" 2>&1
+        note "compare $gemm rc=$?"
+        grep -E "^ +[0-9]+ " "$OUT/compare-$gemm.log" | sed "s/^/  $gemm /"
+      done ;;
+    ep)
+      # two or more GPUs: the EP tests and the EP benchmark
+      timeout ${TESTS_TIMEOUT:-900} "$BIN/fp4moe_tests" --gtest_filter='*Ep*' >"$OUT/ep-tests.log" 2>&1
+      rc=$?
+      grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/ep-tests.log" | tail -20
+      note "ep tests rc=$rc"
+      [ $rc -eq 0 ] || status=1
+      timeout ${BENCH_TIMEOUT:-900} "$BIN/fp4moe" ep-bench --model ${BENCH_MODEL:-qwen3-30b} \
+        --tokens ${EP_TOKENS:-1,16,128,1024,4096} --json "$OUT/ep-bench.json" >"$OUT/ep-bench.log" 2>&1
+      note "ep-bench rc=$?"
+      tail -15 "$OUT/ep-bench.log" ;;
     python)
       FP4MOE_PYTHON_CUDA=1 FP4MOE_CUDA_ARCHS=90a timeout ${PYTHON_TIMEOUT:-1200} bash scripts/test_python.sh >"$OUT/pytest.log" 2>&1
       rc=$?
