@@ -8,6 +8,7 @@
 #include <random>
 
 #include "api/validate.hpp"
+#include "error_test_util.hpp"
 #include "format/quant.hpp"
 #include "fp4moe/format.h"
 #include "moe_fixtures.hpp"
@@ -16,17 +17,7 @@
 namespace fp4moe {
 namespace {
 
-template <class F>
-std::string error_of(F&& f, ErrorKind kind) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(int(e.kind()), int(kind)) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no fp4moe::Error thrown";
-  return "";
-}
+using testing::error_of;
 
 template <class F>
 void expect_error(F&& f, ErrorKind kind, std::initializer_list<const char*> needles) {

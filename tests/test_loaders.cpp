@@ -19,41 +19,20 @@
 #include "fp4moe/checkpoint.hpp"
 #include "fp4moe/format.h"
 
+#include "checkpoint_test_util.hpp"
+
 namespace fp4moe {
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-struct TmpDir {
-  fs::path path;
-  TmpDir() {
-    path = fs::temp_directory_path() / ("fp4moe_loaders_" + std::to_string(std::random_device{}()) + "_" +
-                                        std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TmpDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& s) const { return (path / s).string(); }
-};
-
-struct T {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-};
-
-void write_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-void write_st(const std::string& path, const std::vector<T>& ts) {
-  std::vector<TensorInfo> decl;
-  for (const auto& t : ts) decl.push_back({t.name, t.dtype, t.shape, 0, 0});
-  SafetensorsWriter w(path, decl);
-  for (const auto& t : ts) w.write(t.name, t.bytes);
-  w.close();
-}
+using testing::bytes_of;
+using testing::expect_error;
+using testing::TmpDir;
+using testing::write_file;
+using testing::write_st;
+using T = testing::StTensor;
 
 // Writes ts into dir, in one file or two shards with an index.
 void write_ckpt(const std::string& dir, const json& config, const std::vector<T>& ts, bool sharded) {
@@ -93,11 +72,6 @@ std::vector<uint8_t> f32_bytes(float v) {
   return b;
 }
 
-std::vector<uint8_t> bytes_of(const TensorView& v) {
-  const auto* p = static_cast<const uint8_t*>(v.data);
-  return {p, p + v.nbytes()};
-}
-
 std::vector<float> run_ref(const LayerDesc& d, const CheckpointWeights& w, std::mt19937 rng, int64_t T) {
   std::vector<uint16_t> x(size_t(T * d.hidden));
   std::normal_distribution<float> nd;
@@ -113,19 +87,7 @@ std::vector<float> run_ref(const LayerDesc& d, const CheckpointWeights& w, std::
       tw[size_t(t * d.top_k + j)] = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng);
     }
   }
-  PrepareOptions o;
-  o.backend = "reference";
-  const Layer layer = Layer::prepare(d, w, o);
-  std::vector<float> out(size_t(T * d.hidden), std::nanf(""));
-  std::vector<uint8_t> ws(std::max<size_t>(layer.workspace_size(T), 1));
-  ForwardArgs a;
-  a.hidden_states = TensorView::of(x.data(), DType::bf16, {T, d.hidden});
-  a.topk_ids = TensorView::of(ids.data(), DType::i32, {T, d.top_k});
-  a.topk_weights = TensorView::of(tw.data(), DType::f32, {T, d.top_k});
-  a.out = TensorView::of(out.data(), DType::f32, {T, d.hidden});
-  if (layer.workspace_size(T)) a.workspace = TensorView::of(ws.data(), DType::u8, {int64_t(ws.size())});
-  layer.forward(a);
-  return out;
+  return testing::run_reference(d, w, x, ids, tw, T);
 }
 
 void expect_same_output(const LayerDesc& got_desc, const CheckpointWeights& got, const LayerDesc& want_desc,
@@ -138,15 +100,6 @@ void expect_same_output(const LayerDesc& got_desc, const CheckpointWeights& got,
   for (float v : b) n += double(v) * v;
   EXPECT_GT(n, 0.0);
   EXPECT_TRUE(std::isfinite(n));
-}
-
-void expect_error(const std::function<void()>& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
-  }
 }
 
 // ---------------------------------------------------------------------------

@@ -19,42 +19,20 @@
 #include "fp4moe/format.h"
 #include "fp4moe/quantize_checkpoint.hpp"
 
+#include "checkpoint_test_util.hpp"
+
 namespace fp4moe {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TmpDir {
-  fs::path path;
-  TmpDir() {
-    path = fs::temp_directory_path() / ("fp4moe_qckpt_" + std::to_string(std::random_device{}()) + "_" +
-                                        std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TmpDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& s) const { return (path / s).string(); }
-};
-
-struct T {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-};
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-void write_st(const std::string& path, const std::vector<T>& ts) {
-  std::vector<TensorInfo> decl;
-  for (const auto& t : ts) decl.push_back({t.name, t.dtype, t.shape, 0, 0});
-  SafetensorsWriter w(path, decl);
-  for (const auto& t : ts) w.write(t.name, t.bytes);
-  w.close();
-}
+using testing::bytes_of;
+using testing::expect_error;
+using testing::run_reference;
+using testing::TmpDir;
+using testing::write_file;
+using testing::write_st;
+using T = testing::StTensor;
 
 // A bf16 model: float values kept so the oracle quantizes exactly what was written.
 struct Model {
@@ -251,32 +229,10 @@ Expected quantize_in_memory(const Model& m, const Spec& s, int layer, WeightForm
   return x;
 }
 
-std::vector<uint8_t> bytes_of(const TensorView& v) {
-  const auto* p = static_cast<const uint8_t*>(v.data);
-  return {p, p + v.nbytes()};
-}
 std::vector<float> floats_of(const TensorView& v) {
   std::vector<float> r(size_t(v.numel()));
   std::memcpy(r.data(), v.data, r.size() * 4);
   return r;
-}
-
-// The reference backend's f32 output for fresh random tokens and routing.
-std::vector<float> run_ref(const LayerDesc& d, const CheckpointWeights& w, const std::vector<uint16_t>& x,
-                           const std::vector<int32_t>& ids, const std::vector<float>& tw, int64_t T) {
-  PrepareOptions o;
-  o.backend = "reference";
-  const Layer layer = Layer::prepare(d, w, o);
-  std::vector<float> out(size_t(T * d.hidden), std::nanf(""));
-  std::vector<uint8_t> ws(std::max<size_t>(layer.workspace_size(T), 1));
-  ForwardArgs a;
-  a.hidden_states = TensorView::of(x.data(), DType::bf16, {T, d.hidden});
-  a.topk_ids = TensorView::of(ids.data(), DType::i32, {T, d.top_k});
-  a.topk_weights = TensorView::of(tw.data(), DType::f32, {T, d.top_k});
-  a.out = TensorView::of(out.data(), DType::f32, {T, d.hidden});
-  if (layer.workspace_size(T)) a.workspace = TensorView::of(ws.data(), DType::u8, {int64_t(ws.size())});
-  layer.forward(a);
-  return out;
 }
 
 // quantize -> load -> run == quantize in memory -> run, bit for bit.
@@ -374,8 +330,8 @@ void check_round_trip(const Spec& s, WeightFormat f) {
       }
     }
     LayerDesc d = L.desc;
-    const auto got = run_ref(d, L.weights, hs, ids, tw, T);
-    const auto want = run_ref(d, x.view(s, f), hs, ids, tw, T);
+    const auto got = run_reference(d, L.weights, hs, ids, tw, T);
+    const auto want = run_reference(d, x.view(s, f), hs, ids, tw, T);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
     double norm = 0;
@@ -453,15 +409,6 @@ TEST(QuantizeCheckpoint, LayerSubsetLeavesOthersUnquantized) {
   const auto ex = nlohmann::json::parse(ck.read_text("hf_quant_config.json"))["quantization"]["exclude_modules"];
   EXPECT_NE(std::find(ex.begin(), ex.end(), "model.layers.0.mlp.experts.3.down_proj"), ex.end());
   EXPECT_EQ(std::find(ex.begin(), ex.end(), "model.layers.1.mlp.experts.3.down_proj"), ex.end());
-}
-
-void expect_error(const std::function<void()>& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
-  }
 }
 
 TEST(QuantizeCheckpoint, BadInputsNameWhatIsWrong) {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "backend.hpp"
+#include "error_test_util.hpp"
 
 namespace fp4moe {
 namespace {
@@ -43,17 +44,7 @@ bool cuda_available() {
   return false;
 }
 
-template <class F>
-std::string error_of(F&& f, ErrorKind kind) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(int(e.kind()), int(kind)) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no fp4moe::Error thrown";
-  return "";
-}
+using testing::error_of;
 
 bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
 

@@ -20,25 +20,8 @@
 namespace fp4moe::detail {
 namespace {
 
+using cuda::DeviceGuard;
 using cuda::GemmPath;
-
-// Makes `device` current for a scope and restores the previous one.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    FP4MOE_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != device) FP4MOE_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() {
-    int now = prev_;
-    if (cudaGetDevice(&now) == cudaSuccess && now != prev_) (void)cudaSetDevice(prev_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-};
 
 // One cudaMalloc'd array, freed on its device.
 class DeviceArray {

@@ -27,6 +27,7 @@
 #include "cuda/common/check.hpp"
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
+#include "cuda/gemm_sm80_core.cuh"
 
 namespace fp4moe::cuda {
 
@@ -88,13 +89,6 @@ struct Params {
   float* y;
 };
 
-// The folded scale S of one code, as a bf16 broadcast to both halves.
-__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t code, bool mx) {
-  if (mx) return (code << 7) | (code << 23);  // the code is S's biased bf16 exponent
-  const float s = ptx::e4m3_times_2p118(code);
-  return ptx::pack_bf16x2(s, s);
-}
-
 template <int NT, bool A_FP4, bool GEMM1>
 __global__ void __launch_bounds__(kThreads, 1) sm80_grouped_gemm(const Params p) {
   using T = Tile<NT, A_FP4>;
@@ -143,13 +137,8 @@ __global__ void __launch_bounds__(kThreads, 1) sm80_grouped_gemm(const Params p)
     __syncthreads();
     const int e = s_expert;
     if (e < 0) return;  // past the real work; later slots are too
-    if (threadIdx.x < kTok) {
-      const int j = threadIdx.x, row_in_expert = s_tile * kTok + j;
-      const bool valid = row_in_expert < p.rows.count[e];
-      const int64_t r = int64_t(p.rows.begin[e]) + row_in_expert;
-      s_orow[j] = valid ? r : -1;
-      s_arow[j] = valid ? (p.a_gather ? int64_t(p.a_gather[r]) : r) : -1;
-    }
+    if (threadIdx.x < kTok)
+      sm80::fill_row_tables<kTok>(e, s_tile, p.rows.begin, p.rows.count, p.a_gather, s_arow, s_orow);
     __syncthreads();
 
     // ---- the pipeline ----
@@ -173,7 +162,8 @@ __global__ void __launch_bounds__(kThreads, 1) sm80_grouped_gemm(const Params p)
           const int j = c / 8, ch = c % 8, k = kb * kFragK + ch * 8;
           const int64_t row = s_arow[j];
           const bool valid = row >= 0 && k < K;
-          ptx::cp_async_16(sa + j * 128 + ((ch ^ (j & 7)) * 16), valid ? p.a_bf16 + row * K + k : p.a_bf16, valid);
+          ptx::cp_async_16(sa + j * 128 + sm80::a_bf16_swizzle(j, ch), valid ? p.a_bf16 + row * K + k : p.a_bf16,
+                           valid);
         }
       } else {
         for (int c = threadIdx.x; c < kTok * 4; c += kThreads) {
@@ -213,9 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1) sm80_grouped_gemm(const Params p)
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         const int b = 2 * warp + mt;
-        wq[mt] = *reinterpret_cast<const uint4*>(st + b * (kFragWords * 4) + lane * 16);
-        const uint8_t* sp = st + T::kWBytes + b * 64 + g * (sb / 8);
-        ws[mt] = mx ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
+        sm80::load_weight_frag(st + b * (kFragWords * 4), st + T::kWBytes + b * 64, lane, g, sb, mx, wq[mt], ws[mt]);
       }
 #pragma unroll
       for (int kp = 0; kp < 2; ++kp) {  // k-steps 2kp, 2kp+1
@@ -224,13 +212,13 @@ __global__ void __launch_bounds__(kThreads, 1) sm80_grouped_gemm(const Params p)
         for (int nt = 0; nt < NT; ++nt) {
           if constexpr (!A_FP4) {
             const int j = nt * 8 + (lane % 8), ch = kp * 4 + lane / 8;
-            ptx::ldmatrix_x4(bfrag[nt], sa + j * 128 + ((ch ^ (j & 7)) * 16));
+            ptx::ldmatrix_x4(bfrag[nt], sa + j * 128 + sm80::a_bf16_swizzle(j, ch));
           } else {
             const int j = nt * 8 + g;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int kk = 2 * kp + h;
-              const uint32_t sc = scale_bf16x2(sa[T::kADataBytes + j * 4 + kk], false);
+              const uint32_t sc = sm80::scale_bf16x2(sa[T::kADataBytes + j * 4 + kk], false);
 #pragma unroll
               for (int half = 0; half < 2; ++half) {
                 const uint32_t x = sa[j * 32 + kk * 8 + half * 4 + t];
@@ -244,20 +232,8 @@ __global__ void __launch_bounds__(kThreads, 1) sm80_grouped_gemm(const Params p)
           const int kk = 2 * kp + h;
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
-            const int col = mx ? kk / 2 : kk;
-            const uint32_t sbytes = mx ? ws[mt].x : (col < 2 ? ws[mt].x : ws[mt].y);
-            const int sh = (col % 2) * 16;  // bytes [c][half]: column c at byte 2c (mod 4) of its word
-            const uint32_t s_g = scale_bf16x2((sbytes >> sh) & 0xFFu, mx);
-            const uint32_t s_g8 = scale_bf16x2((sbytes >> (sh + 8)) & 0xFFu, mx);
-            uint32_t q = kk == 0 ? wq[mt].x : kk == 1 ? wq[mt].y : kk == 2 ? wq[mt].z : wq[mt].w;
             uint32_t a[4];
-            a[0] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
-            q <<= 4;
-            a[1] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g8);
-            q <<= 4;
-            a[2] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
-            q <<= 4;
-            a[3] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g8);
+            sm80::weight_a_frag(a, wq[mt], ws[mt], kk, mx);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, bfrag[nt][2 * h], bfrag[nt][2 * h + 1]);
           }

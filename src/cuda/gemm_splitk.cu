@@ -9,8 +9,9 @@
 // each weight byte is read once per forward). Up to 4 CTAs per SM keep about 96 KiB of
 // weights in flight per SM.
 //
-// The MMA and the in-register dequantization are those of gemm_sm80.cu (swap-AB,
-// mma.m16n8k16, weights decoded to bf16 exactly with the folded block scale); the
+// The MMA and the in-register dequantization are those of gemm_sm80.cu, shared through
+// gemm_sm80_core.cuh (swap-AB, mma.m16n8k16, weights decoded to bf16 exactly with the
+// folded block scale); the
 // fragment layout is gemm_internal.hpp's. Deterministic: each CTA writes its raw fp32
 // sums to partials [split][row][device row n]; a second kernel adds the splits in split
 // order and applies the epilogue of the fast path (GEMM 1: global scale, bias,
@@ -27,6 +28,7 @@
 #include "cuda/common/check.hpp"
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
+#include "cuda/gemm_sm80_core.cuh"
 
 namespace fp4moe::cuda {
 
@@ -163,13 +165,6 @@ struct ReduceParams {
   float* y;
 };
 
-// The folded scale S of one code, as a bf16 broadcast to both halves (as gemm_sm80.cu).
-__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t code, bool mx) {
-  if (mx) return (code << 7) | (code << 23);  // the code is S's biased bf16 exponent
-  const float s = ptx::e4m3_times_2p118(code);
-  return ptx::pack_bf16x2(s, s);
-}
-
 // Warp 0 only: the (expert, token tile) of `slot` from a warp scan over count[] (slots are
 // numbered expert after expert, ceil(count / 8) each); expert -1 when past the real work.
 __device__ __forceinline__ void find_slot(int64_t slot, const int32_t* count, int64_t num_experts, int lane,
@@ -228,13 +223,8 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
     __syncthreads();
     const int e = s_expert;
     if (e < 0) return;  // past the real work; later slots are too
-    if (threadIdx.x < kTok) {
-      const int j = threadIdx.x, row_in_expert = s_tile * kTok + j;
-      const bool valid = row_in_expert < p.rows.count[e];
-      const int64_t r = int64_t(p.rows.begin[e]) + row_in_expert;
-      s_orow[j] = valid ? r : -1;
-      s_arow[j] = valid ? (p.a_gather ? int64_t(p.a_gather[r]) : r) : -1;
-    }
+    if (threadIdx.x < kTok)
+      sm80::fill_row_tables<kTok>(e, s_tile, p.rows.begin, p.rows.count, p.a_gather, s_arow, s_orow);
     __syncthreads();
 
     // Stage `stage` <- fragment-block columns kb_begin + s * kSB + [0, kSB), those < kb_end.
@@ -262,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
           const int kc = c / (kTok * 8), j = (c / 8) % kTok, ch = c % 8, k = (kbs + kc) * kFragK + ch * 8;
           const int64_t row = s_arow[j];
           const bool valid = row >= 0 && k < K && kbs + kc < kb_end;
-          ptx::cp_async_16(sa + kc * S::kAColBytes + j * 128 + ((ch ^ (j & 7)) * 16),
+          ptx::cp_async_16(sa + kc * S::kAColBytes + j * 128 + sm80::a_bf16_swizzle(j, ch),
                            valid ? p.a_bf16 + row * K + k : p.a_bf16, valid);
         }
       } else {
@@ -306,21 +296,20 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           const int blk = (2 * warp + mt) * kSB + kc;
-          wq[mt] = *reinterpret_cast<const uint4*>(st + blk * (kFragWords * 4) + lane * 16);
-          const uint8_t* sp = st + S::kWBytes + blk * 64 + g * (sb / 8);
-          ws[mt] = mx ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
+          sm80::load_weight_frag(st + blk * (kFragWords * 4), st + S::kWBytes + blk * 64, lane, g, sb, mx, wq[mt],
+                                 ws[mt]);
         }
 #pragma unroll
         for (int kp = 0; kp < 2; ++kp) {  // k-steps 2kp, 2kp+1
           uint32_t bfrag[4];              // b0, b1 of k-step 2kp, then of 2kp+1
           if constexpr (!A_FP4) {
             const int j = lane % 8, ch = kp * 4 + lane / 8;
-            ptx::ldmatrix_x4(bfrag, sa + j * 128 + ((ch ^ (j & 7)) * 16));
+            ptx::ldmatrix_x4(bfrag, sa + j * 128 + sm80::a_bf16_swizzle(j, ch));
           } else {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int kk = 2 * kp + h;
-              const uint32_t sc = scale_bf16x2(sas[g * 4 + kk], false);
+              const uint32_t sc = sm80::scale_bf16x2(sas[g * 4 + kk], false);
 #pragma unroll
               for (int half = 0; half < 2; ++half) {
                 const uint32_t x = sa[g * 32 + kk * 8 + half * 4 + t];
@@ -333,20 +322,8 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
             const int kk = 2 * kp + h;
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {
-              const int col = mx ? kk / 2 : kk;
-              const uint32_t sbytes = mx ? ws[mt].x : (col < 2 ? ws[mt].x : ws[mt].y);
-              const int sh = (col % 2) * 16;  // bytes [c][half]: column c at byte 2c (mod 4) of its word
-              const uint32_t s_g = scale_bf16x2((sbytes >> sh) & 0xFFu, mx);
-              const uint32_t s_g8 = scale_bf16x2((sbytes >> (sh + 8)) & 0xFFu, mx);
-              uint32_t q = kk == 0 ? wq[mt].x : kk == 1 ? wq[mt].y : kk == 2 ? wq[mt].z : wq[mt].w;
               uint32_t a[4];
-              a[0] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
-              q <<= 4;
-              a[1] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g8);
-              q <<= 4;
-              a[2] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
-              q <<= 4;
-              a[3] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g8);
+              sm80::weight_a_frag(a, wq[mt], ws[mt], kk, mx);
               ptx::mma_m16n8k16_bf16(acc[mt], a, bfrag[2 * h], bfrag[2 * h + 1]);
             }
           }

@@ -25,6 +25,7 @@
 #include "api/validate.hpp"
 #include "backend.hpp"
 #include "cuda/common/check.hpp"
+#include "cuda/common/device.hpp"
 #include "cuda/pipeline.hpp"
 #include "ep/ep_kernels.hpp"
 #include "ep/nccl_loader.hpp"
@@ -32,33 +33,13 @@
 
 namespace fp4moe::ep {
 
+using cuda::DeviceGuard;
 using detail::fail;
 using detail::fail_arg;
 
 // ---------------------------------------------------------------------------
 // Placement and NCCL facts
 // ---------------------------------------------------------------------------
-namespace {
-
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    FP4MOE_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != device) FP4MOE_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() {
-    int now = prev_;
-    if (cudaGetDevice(&now) == cudaSuccess && now != prev_) (void)cudaSetDevice(prev_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-};
-
-}  // namespace
-
 std::string why_unavailable() {
   std::string why;
   return nccl_api(&why) ? "" : why;

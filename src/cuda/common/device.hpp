@@ -3,7 +3,11 @@
 // selection ladder, which must work on machines without a GPU or driver.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <string>
+
+#include "cuda/common/check.hpp"
 
 namespace fp4moe::cuda {
 
@@ -24,5 +28,25 @@ int compute_capability(int device);
 
 // The -gencode list this build was compiled with, e.g. "sm_80,sm_90a,sm_100,compute_100".
 const char* compiled_archs();
+
+// Makes `device` current for a scope and restores the previous one. Unlike the queries
+// above it throws (FP4MOE_CUDA_CHECK) when the device cannot be made current; the
+// destructor never throws.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    FP4MOE_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != device) FP4MOE_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() {
+    int now = prev_;
+    if (cudaGetDevice(&now) == cudaSuccess && now != prev_) (void)cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+};
 
 }  // namespace fp4moe::cuda

@@ -1,0 +1,71 @@
+// The pieces of the mma.sync main loop that gemm_sm80.cu (the fast path) and
+// gemm_splitk.cu (the split-K decode path) share: the row tables, the bf16 A-tile swizzle,
+// the weight fragment loads and their in-register decode. Swap-AB throughout: weight rows
+// are the MMA's M (two m16 tiles per warp), tokens its N (n8 tiles); the fragment layout is
+// gemm_internal.hpp's. The slot scan and the NVFP4 A decode stay in each file: shared, they
+// compiled to different PTX (register order, address folding).
+//
+// With g = lane / 4, t = lane % 4 (ptx.cuh mma_m16n8k16_bf16). Device code only.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/gemm_internal.hpp"
+
+namespace fp4moe::cuda::sm80 {
+
+// The folded scale S of one code, as a bf16 broadcast to both halves.
+__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t code, bool mx) {
+  if (mx) return (code << 7) | (code << 23);  // the code is S's biased bf16 exponent
+  const float s = ptx::e4m3_times_2p118(code);
+  return ptx::pack_bf16x2(s, s);
+}
+
+// Threads [0, kTok) only: the row tables of token tile `tile` of expert e.
+//   s_orow [kTok]  output row of token j (begin[e] + tile * kTok + j), -1 past the expert's rows
+//   s_arow [kTok]  its A row (through a_gather when given), -1 likewise
+template <int kTok>
+__device__ __forceinline__ void fill_row_tables(int e, int tile, const int32_t* begin, const int32_t* count,
+                                                const int32_t* a_gather, int64_t* s_arow, int64_t* s_orow) {
+  const int j = threadIdx.x, row_in_expert = tile * kTok + j;
+  const bool valid = row_in_expert < count[e];
+  const int64_t r = int64_t(begin[e]) + row_in_expert;
+  s_orow[j] = valid ? r : -1;
+  s_arow[j] = valid ? (a_gather ? int64_t(a_gather[r]) : r) : -1;
+}
+
+// A bf16 A tile is [tok][64 k], 128 B per token; 16-byte chunk ch (k 8ch..8ch+7) of token j
+// sits at j * 128 + a_bf16_swizzle(j, ch): chunks are XOR-swizzled by row so that
+// ldmatrix's 8 row addresses (8 tokens, one chunk) fall in 8 different bank groups.
+__device__ __forceinline__ int a_bf16_swizzle(int j, int ch) { return (ch ^ (j & 7)) * 16; }
+
+// The lane's share of one fragment block in shared memory: its 16 bytes of e2m1 words
+// (k-steps 0..3) from `frag` (512 B), and the scale bytes of rows g and g+8 from `scales`
+// ([g 8][c][half 2], sb bytes in all). ws: NVFP4 bytes [c 4][half 2]; MX [c 2][half 2] in .x.
+__device__ __forceinline__ void load_weight_frag(const uint8_t* frag, const uint8_t* scales, int lane, int g, int sb,
+                                                 bool mx, uint4& wq, uint2& ws) {
+  wq = *reinterpret_cast<const uint4*>(frag + lane * 16);
+  const uint8_t* sp = scales + g * (sb / 8);
+  ws = mx ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
+}
+
+// The A operand (weights, rows g / g+8) of k-step kk of one m16 tile, decoded to bf16 in
+// registers: per 8 values, 4 shifts and 4 bf16x2 multiplies by the folded block scale (exact).
+__device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq, const uint2& ws, int kk, bool mx) {
+  const int col = mx ? kk / 2 : kk;
+  const uint32_t sbytes = mx ? ws.x : (col < 2 ? ws.x : ws.y);
+  const int sh = (col % 2) * 16;  // bytes [c][half]: column c at byte 2c (mod 4) of its word
+  const uint32_t s_g = scale_bf16x2((sbytes >> sh) & 0xFFu, mx);
+  const uint32_t s_g8 = scale_bf16x2((sbytes >> (sh + 8)) & 0xFFu, mx);
+  uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
+  a[0] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
+  q <<= 4;
+  a[1] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g8);
+  q <<= 4;
+  a[2] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
+  q <<= 4;
+  a[3] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g8);
+}
+
+}  // namespace fp4moe::cuda::sm80
