@@ -263,6 +263,38 @@ fp4moe::GateUpLayout parse_gate_up(const std::string& s) {
   if (s == "interleaved") return fp4moe::GateUpLayout::interleaved;
   bad_arg("gate_up: got '" + s + "', need 'concat' or 'interleaved'");
 }
+
+void set_kinds(fp4moe::LayerDesc& d, const std::string& weight_format, const std::string& act_quant,
+               const std::string& activation, const std::string& gate_up) {
+  d.weight_format = parse_format(weight_format);
+  d.act_quant = parse_act_quant(act_quant);
+  d.activation = parse_activation(activation);
+  d.gate_up = parse_gate_up(gate_up);
+}
+
+// The SPEC §3 tensors, in CheckpointWeights order (w13, w13_scale, w13_scale_2, w2,
+// w2_scale, w2_scale_2, w13_input_scale, w2_input_scale, w13_bias, w2_bias, expert_map),
+// imported by DLPack and kept alive by `keep`. Block scales are e8m0 for MXFP4, else e4m3.
+struct CheckpointHandles {
+  nb::handle w13, w13_scale, w13_scale_2, w2, w2_scale, w2_scale_2, w13_input_scale, w2_input_scale, w13_bias,
+      w2_bias, expert_map;
+};
+fp4moe::CheckpointWeights import_checkpoint(const CheckpointHandles& h, fp4moe::WeightFormat format, Keep& k) {
+  const DType sdt = format == fp4moe::WeightFormat::mxfp4 ? DType::e8m0 : DType::e4m3;
+  fp4moe::CheckpointWeights w;
+  w.w13 = input(h.w13, {"w13"}, k);
+  w.w13_scale = input(h.w13_scale, {"w13_scale", sdt}, k);
+  w.w13_scale_2 = input(h.w13_scale_2, {"w13_scale_2"}, k);
+  w.w2 = input(h.w2, {"w2"}, k);
+  w.w2_scale = input(h.w2_scale, {"w2_scale", sdt}, k);
+  w.w2_scale_2 = input(h.w2_scale_2, {"w2_scale_2"}, k);
+  w.w13_input_scale = input(h.w13_input_scale, {"w13_input_scale"}, k);
+  w.w2_input_scale = input(h.w2_input_scale, {"w2_input_scale"}, k);
+  w.w13_bias = input(h.w13_bias, {"w13_bias"}, k);
+  w.w2_bias = input(h.w2_bias, {"w2_bias"}, k);
+  w.expert_map = input(h.expert_map, {"expert_map"}, k);
+  return w;
+}
 fp4moe::RoutingMethod parse_method(const std::string& s) {
   if (s == "softmax") return fp4moe::RoutingMethod::softmax;
   if (s == "sigmoid_grouped") return fp4moe::RoutingMethod::sigmoid_grouped;
@@ -429,10 +461,7 @@ NB_MODULE(_C, m) {
           desc.intermediate = intermediate;
           desc.num_experts = num_experts;
           desc.top_k = top_k;
-          desc.weight_format = parse_format(weight_format);
-          desc.act_quant = parse_act_quant(act_quant);
-          desc.activation = parse_activation(activation);
-          desc.gate_up = parse_gate_up(gate_up);
+          set_kinds(desc, weight_format, act_quant, activation, gate_up);
           const fp4moe::Selection s = fp4moe::select_backend(desc, requested);
           return std::make_tuple(s.backend, s.reason);
         },
@@ -502,28 +531,16 @@ NB_MODULE(_C, m) {
             desc.intermediate = intermediate;
             desc.num_experts = num_experts;
             desc.top_k = top_k;
-            desc.weight_format = parse_format(weight_format);
-            desc.act_quant = parse_act_quant(act_quant);
-            desc.activation = parse_activation(activation);
-            desc.gate_up = parse_gate_up(gate_up);
+            set_kinds(desc, weight_format, act_quant, activation, gate_up);
             if (max_num_tokens < 0)
               bad_arg("max_num_tokens: got " + std::to_string(max_num_tokens) + ", need >= 0");
             if (max_batched_tokens < 0)
               bad_arg("max_batched_tokens: got " + std::to_string(max_batched_tokens) + ", need >= 0");
-            const DType sdt = desc.weight_format == fp4moe::WeightFormat::mxfp4 ? DType::e8m0 : DType::e4m3;
             Keep k;
-            fp4moe::CheckpointWeights w;
-            w.w13 = input(w13, {"w13"}, k);
-            w.w13_scale = input(w13_scale, {"w13_scale", sdt}, k);
-            w.w13_scale_2 = input(w13_scale_2, {"w13_scale_2"}, k);
-            w.w2 = input(w2, {"w2"}, k);
-            w.w2_scale = input(w2_scale, {"w2_scale", sdt}, k);
-            w.w2_scale_2 = input(w2_scale_2, {"w2_scale_2"}, k);
-            w.w13_input_scale = input(w13_input_scale, {"w13_input_scale"}, k);
-            w.w2_input_scale = input(w2_input_scale, {"w2_input_scale"}, k);
-            w.w13_bias = input(w13_bias, {"w13_bias"}, k);
-            w.w2_bias = input(w2_bias, {"w2_bias"}, k);
-            w.expert_map = input(expert_map, {"expert_map"}, k);
+            const fp4moe::CheckpointWeights w =
+                import_checkpoint({w13, w13_scale, w13_scale_2, w2, w2_scale, w2_scale_2, w13_input_scale,
+                                   w2_input_scale, w13_bias, w2_bias, expert_map},
+                                  desc.weight_format, k);
             fp4moe::PrepareOptions options;
             options.backend = backend;
             options.device = device;
@@ -652,29 +669,18 @@ NB_MODULE(_C, m) {
             d.layer.intermediate = intermediate;
             d.layer.num_experts = num_experts;
             d.layer.top_k = top_k;
-            d.layer.weight_format = parse_format(weight_format);
-            d.layer.act_quant = parse_act_quant(act_quant);
-            d.layer.activation = parse_activation(activation);
-            d.layer.gate_up = parse_gate_up(gate_up);
+            set_kinds(d.layer, weight_format, act_quant, activation, gate_up);
             d.mode = parse_ep_mode(mode);
             d.dispatch = parse_wire(dispatch, "dispatch");
             d.combine = parse_wire(combine, "combine");
             d.capacity.max_tokens = max_tokens;
             d.capacity.send_rows = send_rows;
             d.capacity.expert_rows = expert_rows;
-            const DType sdt = d.layer.weight_format == fp4moe::WeightFormat::mxfp4 ? DType::e8m0 : DType::e4m3;
             Keep k;
-            fp4moe::CheckpointWeights w;
-            w.w13 = input(w13, {"w13"}, k);
-            w.w13_scale = input(w13_scale, {"w13_scale", sdt}, k);
-            w.w13_scale_2 = input(w13_scale_2, {"w13_scale_2"}, k);
-            w.w2 = input(w2, {"w2"}, k);
-            w.w2_scale = input(w2_scale, {"w2_scale", sdt}, k);
-            w.w2_scale_2 = input(w2_scale_2, {"w2_scale_2"}, k);
-            w.w13_input_scale = input(w13_input_scale, {"w13_input_scale"}, k);
-            w.w2_input_scale = input(w2_input_scale, {"w2_input_scale"}, k);
-            w.w13_bias = input(w13_bias, {"w13_bias"}, k);
-            w.w2_bias = input(w2_bias, {"w2_bias"}, k);
+            const fp4moe::CheckpointWeights w =
+                import_checkpoint({w13, w13_scale, w13_scale_2, w2, w2_scale, w2_scale_2, w13_input_scale,
+                                   w2_input_scale, w13_bias, w2_bias, nb::none()},
+                                  d.layer.weight_format, k);
             fp4moe::PrepareOptions options;
             options.backend = backend;
             auto* L = new (self) PyEpLayer();
