@@ -75,6 +75,7 @@ struct BackendEntry {
 const std::vector<BackendEntry>& registry();
 
 // Each backend's entry (defined next to the backend).
+BackendEntry cpu_backend_entry();
 BackendEntry reference_backend_entry();
 #if defined(FP4MOE_WITH_CUDA)
 BackendEntry cuda_backend_entry();

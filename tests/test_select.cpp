@@ -62,7 +62,7 @@ TEST(SelectForced, UnavailableBackendFailsListingWhatIsAvailable) {
   if (cuda_available()) GTEST_SKIP() << "cuda can run here";
   const std::string m = error_of([] { select_backend(desc(), "cuda"); }, ErrorKind::unsupported);
   EXPECT_TRUE(has(m, "backend 'cuda' cannot run here: ")) << m;
-  EXPECT_TRUE(has(m, "available here: reference")) << m;
+  EXPECT_TRUE(has(m, "available here: cpu, reference")) << m;
 }
 
 TEST(SelectForced, NamedBackendIsHonouredWithItsSource) {
@@ -98,7 +98,7 @@ TEST(SelectEnv, UnavailableBackendInVariableIsAnErrorNotAFallback) {
   ScopedEnv env("FP4MOE_BACKEND", "cuda");
   const std::string m = error_of([] { select_backend(desc(), "auto"); }, ErrorKind::unsupported);
   EXPECT_TRUE(has(m, "FP4MOE_BACKEND")) << m;
-  EXPECT_TRUE(has(m, "available here: reference")) << m;
+  EXPECT_TRUE(has(m, "available here: cpu, reference")) << m;
 }
 
 TEST(SelectEnv, NamedRequestIsNotOverriddenByVariable) {
@@ -106,11 +106,11 @@ TEST(SelectEnv, NamedRequestIsNotOverriddenByVariable) {
   EXPECT_EQ(select_backend(desc(), "reference").backend, "reference");
 }
 
-TEST(SelectAuto, PicksReferenceWithoutAGpuAndSaysWhyCudaWasSkipped) {
+TEST(SelectAuto, PicksCpuWithoutAGpuAndSaysWhyCudaWasSkipped) {
   ScopedEnv env("FP4MOE_BACKEND", nullptr);
   if (cuda_available()) GTEST_SKIP() << "cuda can run here";
   const Selection s = select_backend(desc());
-  EXPECT_EQ(s.backend, "reference");
+  EXPECT_EQ(s.backend, "cpu");
   EXPECT_TRUE(has(s.reason, "cuda skipped: ")) << s.reason;
 }
 
@@ -158,13 +158,15 @@ TEST(SelectBackends, ListsEveryRegistryEntryAndCuda) {
     for (const BackendInfo& b : list) found |= b.name == e.name;
     EXPECT_TRUE(found) << e.name;
   }
-  bool reference = false, cuda = false;
+  bool reference = false, cpu = false, cuda = false;
   for (const BackendInfo& b : list) {
     EXPECT_FALSE(b.reason.empty()) << b.name;
     if (b.name == "reference") reference = b.available && b.device == DeviceType::cpu;
+    if (b.name == "cpu") cpu = b.available && b.device == DeviceType::cpu;
     if (b.name == "cuda") cuda = b.device == DeviceType::cuda;
   }
   EXPECT_TRUE(reference);
+  EXPECT_TRUE(cpu);
   EXPECT_TRUE(cuda);
   EXPECT_EQ(detail::registry().back().name, std::string("reference"));  // the last rung always runs
 }

@@ -10,6 +10,7 @@ const std::vector<BackendEntry>& registry() {
 #if defined(FP4MOE_WITH_CUDA)
     v.push_back(cuda_backend_entry());
 #endif
+    v.push_back(cpu_backend_entry());
     v.push_back(reference_backend_entry());
     return v;
   }();

@@ -1,0 +1,350 @@
+// The "cpu" backend: the layer of SPEC §4 on the host, multithreaded and vectorizable.
+//
+// Per forward:
+//   1. group the (token, slot) pairs by local expert (a counting sort, serial: O(T k));
+//   2. A: each token's GEMM 1 input row (bf16 round, router weight on input, W4A4 round trip);
+//   3. GEMM 1: work item = (expert, block of kRows intermediate rows): dequantize those gate
+//      and up rows once into the thread's tile, then dot them with every row of the expert;
+//      act + round_bf16 into Hs; then the W4A4 round trip of each Hs row;
+//   4. GEMM 2 likewise into Ys (block of kRows output rows);
+//   5. combine per token, slots j = 0..k-1 in fp32, one rounding to out's dtype.
+//
+// Exact in SPEC §4's sense: every weight is (e2m1 * block scale) * dq in fp32, exactly as
+// the reference dequantizes it, products are fp32 (the library builds with
+// -ffp-contract=off) and only the order of the fp32 sums differs from the oracle.
+//
+// Deterministic: every element of A, Hs, Ys and out is computed by one thread in an order
+// fixed by the code (the 16-lane reduction in dot() included), never depending on which
+// thread took the item or how many threads there are.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend.hpp"
+#include "format/quant.hpp"
+#include "fp4moe/format.h"
+
+namespace fp4moe::detail {
+namespace {
+
+constexpr int64_t kRows = 16;    // weight rows per work item (dequantized once, reused per token)
+constexpr int64_t kLanes = 16;   // independent fp32 partial sums in dot(); K is a multiple of 16
+constexpr size_t kAlign = 64;
+
+// sum_k w[k] * a[k] over K (a multiple of kLanes): kLanes partial sums, lane j summing
+// k = j mod kLanes in increasing k, then lanes added 0..kLanes-1. The compiler vectorizes
+// the lanes without reassociating anything, so the result is the same on every ISA clone.
+__attribute__((target_clones("avx2", "default"))) float dot(const float* w, const float* a, int64_t K) {
+  float acc[kLanes] = {};
+  for (int64_t k = 0; k < K; k += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += w[k + j] * a[k + j];
+  float s = 0.0f;
+  for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
+  return s;
+}
+
+// The activation of SPEC §4, written as the reference writes it (same std::exp calls).
+float activation(const LayerDesc& d, float g, float u) {
+  if (d.activation == Activation::silu) return g / (1.0f + std::exp(-g)) * u;
+  g = std::min(g, d.swiglu_limit);
+  u = std::clamp(u, -d.swiglu_limit, d.swiglu_limit);
+  return (u + 1.0f) * g * (1.0f / (1.0f + std::exp(-d.swiglu_alpha * g)));
+}
+
+struct E2m1Table {
+  float v[16];
+  E2m1Table() {
+    for (int c = 0; c < 16; ++c) v[c] = e2m1_to_f32(uint8_t(c));
+  }
+};
+const E2m1Table kE2m1;
+
+// rows [r0, r1) of one FP4 matrix (rows, K/2) u8 + scale (rows, K/block) -> tile (r1-r0, K)
+// f32, each weight (e2m1 * scale) * dq as SPEC §2 dequantizes it.
+void dequantize(const uint8_t* data, const uint8_t* scale, int block, float dq, int64_t K, int64_t r0,
+                int64_t r1, float* tile) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* q = data + r * (K / 2);
+    const uint8_t* s = scale + r * (K / block);
+    float* o = tile + (r - r0) * K;
+    for (int64_t b = 0; b < K / block; ++b) {
+      const float sc = block == kNvfp4Block ? e4m3_to_f32(s[b]) : e8m0_to_f32(s[b]);
+      for (int64_t k = b * block; k < (b + 1) * block; k += 2) {
+        const uint8_t byte = q[k / 2];
+        o[k] = (kE2m1.v[unpack_e2m1(byte, 0)] * sc) * dq;
+        o[k + 1] = (kE2m1.v[unpack_e2m1(byte, 1)] * sc) * dq;
+      }
+    }
+  }
+}
+
+// Runs fn(item, thread) for item in [0, n) on up to `threads` threads (the caller is
+// thread 0). Items are handed out by an atomic counter; an item's result never depends
+// on which thread ran it. Threads are spawned and joined per call (tens of microseconds,
+// five calls per forward): small next to a layer's GEMMs, and no state outlives the call.
+template <class Fn>
+void parallel_for(int64_t n, int threads, const Fn& fn) {
+  const int nt = int(std::min<int64_t>(threads, n));
+  if (nt <= 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i, 0);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  auto work = [&](int tid) {
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i, tid);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(nt - 1);
+  for (int t = 1; t < nt; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& t : pool) t.join();
+}
+
+int thread_count() {
+  if (const char* env = std::getenv("FP4MOE_CPU_THREADS")) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && v >= 1 && v <= 1024) return int(v);
+    fail_arg(std::string("FP4MOE_CPU_THREADS: got '") + env + "', need an integer in [1, 1024]");
+  }
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Bump allocator over the caller's workspace; the same walk sizes it (base = nullptr).
+struct Carve {
+  uintptr_t at;
+  template <class T>
+  T* take(int64_t n) {
+    at = (at + kAlign - 1) / kAlign * kAlign;
+    T* p = reinterpret_cast<T*>(at);
+    at += size_t(n) * sizeof(T);
+    return p;
+  }
+};
+
+// The per-forward buffers. R = rows in flight (T*k pairs, or E_local*M batched rows).
+struct Buffers {
+  int32_t* offset;  // (E_local + 1) rows of expert e are [offset[e], offset[e+1])
+  int32_t* src;     // (R) row p of the sorted order -> its row of A
+  int32_t* pos;     // (R) pair t*k+j (standard) -> its sorted row, or -1 (no local expert)
+  float* A;         // (R, H) GEMM 1 inputs
+  float* Hs;        // (R, I) GEMM 2 inputs
+  float* Ys;        // (R, H) expert outputs
+  float* tiles;     // (threads, 2 * kRows * max(H, I)) dequantized weight rows
+
+  static Buffers carve(uintptr_t base, int64_t E_local, int64_t R, int64_t H, int64_t I, int threads) {
+    Carve c{base};
+    Buffers b;
+    b.offset = c.take<int32_t>(E_local + 1);
+    b.src = c.take<int32_t>(R);
+    b.pos = c.take<int32_t>(R);
+    b.A = c.take<float>(R * H);
+    b.Hs = c.take<float>(R * I);
+    b.Ys = c.take<float>(R * H);
+    b.tiles = c.take<float>(int64_t(threads) * tile_floats(H, I));
+    b.end = c.at;
+    return b;
+  }
+  static int64_t tile_floats(int64_t H, int64_t I) { return 2 * kRows * std::max(H, I); }
+  uintptr_t end = 0;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(std::shared_ptr<const HostWeights> w, int threads) : w_(std::move(w)), threads_(threads) {
+    desc = w_->desc;
+    num_local = w_->num_local;
+    name = "cpu";
+    device = DeviceType::cpu;
+  }
+
+  size_t workspace_size(int64_t T) const override { return bytes(T * desc.top_k); }
+  size_t batched_workspace_size(int64_t M) const override { return bytes(num_local * M); }
+
+  void forward(const ForwardArgs& args) const override {
+    const TensorView &X = args.hidden_states, &W = args.topk_weights, &ID = args.topk_ids, &O = args.out;
+    const int64_t T = X.shape[0], H = w_->H(), k = ID.shape[1], EL = num_local;
+    Buffers b = Buffers::carve(aligned(args.workspace), EL, T * k, H, w_->I(), threads_);
+    auto id_at = [&](int64_t t, int64_t j) {
+      const int32_t id = static_cast<const int32_t*>(ID.data)[t * ID.stride[0] + j * ID.stride[1]];
+      if (id < 0) return -1;
+      return w_->expert_map.empty() ? id : w_->expert_map[id];
+    };
+    auto weight_at = [&](int64_t t, int64_t j) { return static_cast<const float*>(W.data)[t * W.stride[0] + j * W.stride[1]]; };
+
+    // Counting sort of the pairs by local expert; within an expert, pairs in (t, j) order.
+    std::fill(b.offset, b.offset + EL + 1, 0);
+    for (int64_t q = 0; q < T * k; ++q)
+      if (const int32_t e = id_at(q / k, q % k); e >= 0) ++b.offset[e + 1];
+    for (int64_t e = 0; e < EL; ++e) b.offset[e + 1] += b.offset[e];
+    for (int64_t e = EL; e > 0; --e) b.offset[e] = b.offset[e - 1];  // offset[e+1] = start of e, as a cursor
+    b.offset[0] = 0;
+    for (int64_t q = 0; q < T * k; ++q) {
+      const int32_t e = id_at(q / k, q % k);
+      b.pos[q] = e < 0 ? -1 : b.offset[e + 1]++;
+      if (e >= 0) b.src[b.pos[q]] = int32_t(q / k);
+    }
+    // now offset[e+1] = end of e = start of e+1
+
+    // A (T, H): x_t as bf16; under router weight on input (k == 1) times w_t, rounded again.
+    parallel_for(T, threads_, [&](int64_t t, int) {
+      float* a = b.A + t * H;
+      for (int64_t i = 0; i < H; ++i) a[i] = round_bf16(read_activation(X.data, X.dtype, t * X.stride[0] + i * X.stride[1]));
+      if (args.apply_router_weight_on_input) {
+        const float wt = weight_at(t, 0);
+        for (int64_t i = 0; i < H; ++i) a[i] = round_bf16(a[i] * wt);
+      }
+      quant_in(a);
+    });
+
+    experts(b);
+
+    // out_t = sum_j w_j y_j in slot order, one rounding.
+    parallel_for(T, threads_, [&](int64_t t, int tid) {
+      float* acc = b.tiles + tid * Buffers::tile_floats(H, w_->I());  // (H) fits: tile >= 2 * kRows * H
+      std::fill(acc, acc + H, 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t p = b.pos[t * k + j];
+        if (p < 0) continue;  // no expert, or not on this rank: contributes exactly 0
+        const float wj = args.apply_router_weight_on_input ? 1.0f : weight_at(t, j);
+        const float* y = b.Ys + int64_t(p) * H;
+        for (int64_t i = 0; i < H; ++i) acc[i] += wj * y[i];
+      }
+      for (int64_t i = 0; i < H; ++i) {
+        const int64_t at = t * O.stride[0] + i * O.stride[1];
+        write_activation(O.data, O.dtype, at, args.accumulate ? read_activation(O.data, O.dtype, at) + acc[i] : acc[i]);
+      }
+    });
+  }
+
+  void forward_batched(const BatchedArgs& args) const override {
+    const TensorView &X = args.hidden_states, &N = args.expert_num_tokens, &O = args.out;
+    const int64_t EL = num_local, M = X.shape[1], H = w_->H();
+    Buffers b = Buffers::carve(aligned(args.workspace), EL, EL * M, H, w_->I(), threads_);
+    auto count = [&](int64_t e) { return int64_t(static_cast<const int32_t*>(N.data)[e * N.stride[0]]); };
+    b.offset[0] = 0;
+    for (int64_t e = 0; e < EL; ++e) b.offset[e + 1] = int32_t(b.offset[e] + count(e));
+    const int64_t R = b.offset[EL];
+    for (int64_t p = 0; p < R; ++p) b.src[p] = int32_t(p);
+
+    // A row p = expert e's row r, p = offset[e] + r.
+    parallel_for(EL, threads_, [&](int64_t e, int) {
+      for (int64_t r = 0; r < count(e); ++r) {
+        float* a = b.A + (b.offset[e] + r) * H;
+        if (X.dtype == DType::u8) {
+          // already NVFP4 (W4A4 dispatch quantized it): dequantize, no second round trip.
+          // data row (H/2) u8, scale row (H/16) e4m3, both contiguous along H.
+          const TensorView& S = args.hidden_scale;
+          nvfp4_dequantize_rows(static_cast<const uint8_t*>(X.data) + e * X.stride[0] + r * X.stride[1],
+                                static_cast<const uint8_t*>(S.data) + e * S.stride[0] + r * S.stride[1], 1, H,
+                                w_->a13_dq, a);
+        } else {
+          for (int64_t i = 0; i < H; ++i)
+            a[i] = round_bf16(read_activation(X.data, X.dtype, e * X.stride[0] + r * X.stride[1] + i * X.stride[2]));
+          quant_in(a);
+        }
+      }
+    });
+
+    experts(b);
+
+    parallel_for(R, threads_, [&](int64_t p, int) {
+      const int64_t e = std::upper_bound(b.offset, b.offset + EL + 1, int32_t(p)) - b.offset - 1;
+      const int64_t r = p - b.offset[e];
+      const float* y = b.Ys + p * H;
+      for (int64_t i = 0; i < H; ++i) write_activation(O.data, O.dtype, e * O.stride[0] + r * O.stride[1] + i * O.stride[2], y[i]);
+    });
+  }
+
+ private:
+  size_t bytes(int64_t R) const {
+    return Buffers::carve(0, num_local, R, w_->H(), w_->I(), threads_).end + kAlign;  // + kAlign: any start byte
+  }
+  static uintptr_t aligned(const TensorView& ws) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(ws.data);
+    return (p + kAlign - 1) / kAlign * kAlign;
+  }
+
+  // a (H) bf16-valued -> the GEMM 1 input, in place: the NVFP4 round trip under W4A4.
+  void quant_in(float* a) const {
+    if (w_->desc.act_quant == ActQuant::nvfp4) nvfp4_fake_quant(a, w_->H(), 1.0f / w_->a13_dq, w_->a13_dq, a);
+  }
+
+  // Rows of A grouped by expert (offset, src) -> Ys: GEMM 1, activation, GEMM 2.
+  void experts(const Buffers& b) const {
+    const HostWeights& w = *w_;
+    const int64_t H = w.H(), I = w.I(), EL = num_local, tile = Buffers::tile_floats(H, I);
+    const int64_t R = b.offset[EL];
+
+    // GEMM 1: item = (expert e, rows [i0, i0 + kRows) of gate and of up).
+    const int64_t blocks1 = (I + kRows - 1) / kRows;
+    parallel_for(EL * blocks1, threads_, [&](int64_t item, int tid) {
+      const int64_t e = item / blocks1, i0 = item % blocks1 * kRows, i1 = std::min(I, i0 + kRows), n = i1 - i0;
+      if (b.offset[e] == b.offset[e + 1]) return;
+      const uint8_t* q = w.w13.data() + e * 2 * I * (H / 2);
+      const uint8_t* s = w.w13_scale.data() + e * 2 * I * (H / w.block);
+      float* gate = b.tiles + tid * tile;  // (n, H)
+      float* up = gate + kRows * H;        // (n, H)
+      dequantize(q, s, w.block, w.w13_dq[e], H, i0, i1, gate);
+      dequantize(q, s, w.block, w.w13_dq[e], H, I + i0, I + i1, up);
+      const float* b13 = w.w13_bias.empty() ? nullptr : w.w13_bias.data() + e * 2 * I;  // (2I) gate | up
+      for (int64_t p = b.offset[e]; p < b.offset[e + 1]; ++p) {
+        const float* a = b.A + int64_t(b.src[p]) * H;
+        float* h = b.Hs + p * I;
+        for (int64_t r = 0; r < n; ++r) {
+          float g = dot(gate + r * H, a, H), u = dot(up + r * H, a, H);
+          if (b13) {
+            g += b13[i0 + r];
+            u += b13[I + i0 + r];
+          }
+          h[i0 + r] = round_bf16(activation(w.desc, g, u));
+        }
+      }
+    });
+    if (w.desc.act_quant == ActQuant::nvfp4)
+      parallel_for(R, threads_, [&](int64_t p, int) { nvfp4_fake_quant(b.Hs + p * I, I, 1.0f / w.a2_dq, w.a2_dq, b.Hs + p * I); });
+
+    // GEMM 2: item = (expert e, output rows [o0, o0 + kRows)).
+    const int64_t blocks2 = (H + kRows - 1) / kRows;
+    parallel_for(EL * blocks2, threads_, [&](int64_t item, int tid) {
+      const int64_t e = item / blocks2, o0 = item % blocks2 * kRows, o1 = std::min(H, o0 + kRows), n = o1 - o0;
+      if (b.offset[e] == b.offset[e + 1]) return;
+      float* down = b.tiles + tid * tile;  // (n, I)
+      dequantize(w.w2.data() + e * H * (I / 2), w.w2_scale.data() + e * H * (I / w.block), w.block, w.w2_dq[e], I,
+                 o0, o1, down);
+      const float* b2 = w.w2_bias.empty() ? nullptr : w.w2_bias.data() + e * H;  // (H)
+      for (int64_t p = b.offset[e]; p < b.offset[e + 1]; ++p) {
+        const float* h = b.Hs + p * I;
+        float* y = b.Ys + p * H;
+        for (int64_t r = 0; r < n; ++r) y[o0 + r] = dot(down + r * I, h, I) + (b2 ? b2[o0 + r] : 0.0f);
+      }
+    });
+  }
+
+  std::shared_ptr<const HostWeights> w_;
+  int threads_;
+};
+
+std::unique_ptr<Backend> create_cpu(std::shared_ptr<const HostWeights> w, const PrepareOptions&) {
+  return std::make_unique<CpuBackend>(std::move(w), thread_count());
+}
+
+}  // namespace
+
+BackendEntry cpu_backend_entry() {
+  return BackendEntry{
+      "cpu",
+      DeviceType::cpu,
+      [] { return std::string(); },
+      [](const LayerDesc&) { return std::string(); },
+      "the multithreaded CPU backend: always available, fastest without a GPU",
+      create_cpu,
+  };
+}
+
+}  // namespace fp4moe::detail

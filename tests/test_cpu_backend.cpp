@@ -1,0 +1,224 @@
+// The "cpu" backend (src/cpu) against the scalar reference: the conformance table, the
+// batched format, thread-count independence, every output element written and nothing
+// outside out.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "backend.hpp"
+#include "format/quant.hpp"
+#include "moe_fixtures.hpp"
+#include "reference/reference.hpp"
+
+namespace fp4moe {
+namespace {
+
+using testing::MoECase;
+using testing::MoEProblem;
+
+constexpr int64_t kGuard = 64;  // poisoned floats before and after out
+
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(const char* value) {
+    if (const char* old = std::getenv("FP4MOE_CPU_THREADS")) old_ = old;
+    if (value) setenv("FP4MOE_CPU_THREADS", value, 1);
+    else unsetenv("FP4MOE_CPU_THREADS");
+  }
+  ~ScopedThreads() {
+    if (old_) setenv("FP4MOE_CPU_THREADS", old_->c_str(), 1);
+    else unsetenv("FP4MOE_CPU_THREADS");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+// The cpu backend on the problem's own canonical weights (no copy), with `threads` threads.
+std::unique_ptr<detail::Backend> cpu_on(const MoEProblem& p, const char* threads) {
+  ScopedThreads env(threads);
+  return detail::cpu_backend_entry().create(p.host, PrepareOptions{});
+}
+
+// One standard forward with f32 out inside NaN guards; returns out, checks the guards.
+template <class Forward>
+std::vector<float> run_f32(const MoEProblem& p, size_t workspace_bytes, const Forward& forward) {
+  const int64_t T = p.c.T, H = p.c.H;
+  std::vector<float> buf(size_t(T * H + 2 * kGuard), std::nanf(""));
+  float* out = buf.data() + kGuard;
+  if (p.c.accumulate)
+    for (int64_t i = 0; i < T * H; ++i) out[i] = bf16_to_f32(p.out_init[i]);
+  std::vector<uint8_t> ws(workspace_bytes + 3);
+  ForwardArgs a;
+  a.hidden_states = p.hidden_view();
+  a.topk_weights = p.topk_weights_view();
+  a.topk_ids = p.topk_ids_view();
+  a.out = TensorView::of(out, DType::f32, {T, H});
+  a.workspace = TensorView::of(ws.data() + 3, DType::u8, {int64_t(workspace_bytes)});  // odd start byte
+  a.apply_router_weight_on_input = p.c.router_weight_on_input;
+  a.accumulate = p.c.accumulate;
+  forward(a);
+  for (int64_t g = 0; g < kGuard; ++g) {
+    EXPECT_TRUE(std::isnan(buf[g])) << "written before out at " << g;
+    EXPECT_TRUE(std::isnan(buf[kGuard + T * H + g])) << "written after out at " << g;
+  }
+  return std::vector<float>(out, out + T * H);
+}
+
+bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class CpuBackendCase : public ::testing::TestWithParam<MoECase> {};
+
+// Through the public path (auto selection picks cpu without a GPU, or named), against the
+// oracle; then the same problem on 1 and 3 threads must give the same bits.
+TEST_P(CpuBackendCase, MatchesReferenceAndIgnoresThreadCount) {
+  const MoEProblem p = testing::make_problem(GetParam());
+  const std::vector<float> ref = testing::run_reference(p, DType::f32);
+
+  PrepareOptions o;
+  o.backend = "cpu";
+  const Layer layer = Layer::prepare(p.desc, p.weights, o);
+  ASSERT_EQ(layer.backend(), "cpu");
+  ASSERT_EQ(layer.device(), DeviceType::cpu);
+  const std::vector<float> got =
+      run_f32(p, layer.workspace_size(p.c.T), [&](const ForwardArgs& a) { layer.forward(a); });
+  const double err = testing::rel_l2(got, ref);
+  EXPECT_LE(err, testing::tolerance(p.c)) << p.c.name;  // NaN (an unwritten element) never passes
+
+  const auto one = cpu_on(p, "1"), three = cpu_on(p, "3");
+  const std::vector<float> a = run_f32(p, one->workspace_size(p.c.T), [&](const ForwardArgs& x) { one->forward(x); });
+  const std::vector<float> b =
+      run_f32(p, three->workspace_size(p.c.T), [&](const ForwardArgs& x) { three->forward(x); });
+  EXPECT_TRUE(bit_equal(a, b)) << "1 thread vs 3 threads differ";
+  EXPECT_TRUE(bit_equal(a, got)) << "1 thread vs the default thread count differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(Conformance, CpuBackendCase, ::testing::ValuesIn(testing::conformance_cases(false)),
+                         [](const ::testing::TestParamInfo<MoECase>& i) { return i.param.name; });
+
+// Batched format: random counts (0 and M included), rows past a count untouched, every
+// other row the reference's; bf16 and NVFP4 (W4A4) inputs.
+void check_batched(const MoECase& c, bool nvfp4_input, DType out_dtype) {
+  const MoEProblem p = testing::make_problem(c);
+  const detail::HostWeights& w = *p.host;
+  const int64_t EL = w.num_local, M = 9, H = w.H();
+  std::mt19937 rng(std::random_device{}());
+  std::vector<int32_t> counts(EL);
+  for (int64_t e = 0; e < EL; ++e) counts[e] = int32_t(rng() % (M + 1));
+  counts[0] = 0;
+  if (EL > 1) counts[1] = int32_t(M);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> x(size_t(EL * M * H));
+  for (uint16_t& v : x) v = bf16_from_f32(normal(rng));
+  std::vector<uint8_t> xq, xs;
+  BatchedArgs a;
+  if (nvfp4_input) {
+    std::vector<float> xf(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xf[i] = bf16_to_f32(x[i]);
+    xq.resize(x.size() / 2);
+    xs.resize(x.size() / kNvfp4Block);
+    detail::nvfp4_quantize_rows(xf.data(), EL * M, H, 1.0f / w.a13_dq, xq.data(), xs.data());
+    a.hidden_states = TensorView::of(xq.data(), DType::u8, {EL, M, H / 2});
+    a.hidden_scale = TensorView::of(xs.data(), DType::e4m3, {EL, M, H / kNvfp4Block});
+  } else {
+    a.hidden_states = TensorView::of(x.data(), DType::bf16, {EL, M, H});
+  }
+  a.expert_num_tokens = TensorView::of(counts.data(), DType::i32, {EL});
+
+  // reference, f32 out
+  std::vector<float> ref(size_t(EL * M * H), 0.0f);
+  std::vector<float> scratch(detail::reference_scratch_floats(w));
+  BatchedArgs r = a;
+  r.out = TensorView::of(ref.data(), DType::f32, {EL, M, H});
+  detail::reference_forward_batched(w, r, scratch.data());
+
+  // cpu, poisoned out with guards
+  const size_t es = dtype_size(out_dtype), n = size_t(EL * M * H);
+  std::vector<uint8_t> buf((n + 2 * kGuard) * es, 0xA5);
+  uint8_t* out = buf.data() + kGuard * es;
+  PrepareOptions o;
+  o.backend = "cpu";
+  const Layer layer = Layer::prepare(p.desc, p.weights, o);
+  std::vector<uint8_t> ws(layer.batched_workspace_size(M));
+  a.out = TensorView::of(out, out_dtype, {EL, M, H});
+  a.workspace = TensorView::of(ws.data(), DType::u8, {int64_t(ws.size())});
+  layer.forward_batched(a);
+
+  for (size_t i = 0; i < size_t(kGuard) * es; ++i) {
+    ASSERT_EQ(buf[i], 0xA5) << "written before out";
+    ASSERT_EQ(buf[(kGuard + n) * es + i], 0xA5) << "written after out";
+  }
+  std::vector<float> got, want;
+  for (int64_t e = 0; e < EL; ++e)
+    for (int64_t row = 0; row < M; ++row) {
+      const uint8_t* at = out + ((e * M + row) * H) * es;
+      if (row >= counts[e]) {
+        for (size_t b = 0; b < size_t(H) * es; ++b) ASSERT_EQ(at[b], 0xA5) << "row " << row << " past count of " << e;
+        continue;
+      }
+      for (int64_t i = 0; i < H; ++i) {
+        got.push_back(detail::read_activation(out, out_dtype, (e * M + row) * H + i));
+        // the reference rounded once to out's dtype, as the layer rounds its fp32 result
+        uint8_t one[4];
+        detail::write_activation(one, out_dtype, 0, ref[(e * M + row) * H + i]);
+        want.push_back(detail::read_activation(one, out_dtype, 0));
+      }
+    }
+  ASSERT_FALSE(want.empty());
+  EXPECT_LE(testing::rel_l2(got, want), testing::tolerance(c)) << c.name;
+}
+
+MoECase small(const char* name, WeightFormat wf, ActQuant aq, int64_t E_local = 0) {
+  MoECase c{.name = name, .H = 256, .I = 128, .E = 8, .k = 2, .T = 1, .wf = wf, .aq = aq};
+  c.E_local = E_local;
+  c.seed = std::random_device{}();
+  if (wf == WeightFormat::mxfp4) {
+    c.act = Activation::swiglu_oai;
+    c.bias = true;
+  }
+  return c;
+}
+
+TEST(CpuBackendBatched, Nvfp4Bf16InputMatchesReference) {
+  check_batched(small("b_nvfp4", WeightFormat::nvfp4, ActQuant::none), false, DType::f32);
+}
+TEST(CpuBackendBatched, Mxfp4BiasBf16OutMatchesReference) {
+  check_batched(small("b_mxfp4", WeightFormat::mxfp4, ActQuant::none, 5), false, DType::bf16);
+}
+TEST(CpuBackendBatched, W4a4Bf16InputMatchesReference) {
+  check_batched(small("b_w4a4", WeightFormat::nvfp4, ActQuant::nvfp4), false, DType::f32);
+}
+TEST(CpuBackendBatched, W4a4Nvfp4InputMatchesReference) {
+  check_batched(small("b_w4a4_u8", WeightFormat::nvfp4, ActQuant::nvfp4), true, DType::f16);
+}
+
+// The ladder: cpu serves every layer on every machine, and "auto" picks it without a GPU.
+TEST(CpuBackendSelect, EntryIsAvailableOnTheCpu) {
+  const detail::BackendEntry e = detail::cpu_backend_entry();
+  EXPECT_STREQ(e.name, "cpu");
+  EXPECT_EQ(e.device, DeviceType::cpu);
+  EXPECT_EQ(e.why_not_here(), "");
+}
+
+TEST(CpuBackendSelect, BadThreadVariableIsNamed) {
+  const MoEProblem p = testing::make_problem(small("bad_threads", WeightFormat::nvfp4, ActQuant::none));
+  ScopedThreads env("zero");
+  try {
+    detail::cpu_backend_entry().create(p.host, PrepareOptions{});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("FP4MOE_CPU_THREADS"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'zero'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fp4moe
