@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "baseline_kernels.hpp"
 
 #include "fp4moe/format.h"
@@ -118,7 +119,24 @@ __global__ void combine_kernel(const uint16_t* y, const int32_t* row_of_slot, co
   }
 }
 
+__global__ void copy16_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t n16) {
+  // four independent 16-byte loads in flight per thread before the stores
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    const uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+    dst[i] = a, dst[i + stride] = b, dst[i + 2 * stride] = c, dst[i + 3 * stride] = d;
+  }
+  for (; i < n16; i += stride) dst[i] = src[i];
+}
+
 }  // namespace
+
+cudaError_t copy16(const void* src, void* dst, size_t n16, int sms, cudaStream_t stream) {
+  copy16_kernel<<<unsigned(std::max(1, sms) * 4), 512, 0, stream>>>(static_cast<const uint4*>(src),
+                                                                    static_cast<uint4*>(dst), n16);
+  return cudaGetLastError();
+}
 
 cudaError_t fill_random_bf16(uint16_t* p, size_t n, uint64_t seed, cudaStream_t stream) {
   fill_random_kernel<<<blocks_for(int64_t(n)), kThreads, 0, stream>>>(p, n, seed);

@@ -14,6 +14,10 @@ namespace fp4moe::cli::kernels {
 // ceiling (zeros would let the tensor cores idle on some parts and overstate the rate).
 cudaError_t fill_random_bf16(uint16_t* p, size_t n, uint64_t seed, cudaStream_t stream);
 
+// dst[i] = src[i] for n16 16-byte words, 16-byte loads and stores, grid-stride over every
+// SM: the copy ceiling's second measurement (next to cudaMemcpyAsync; the faster counts).
+cudaError_t copy16(const void* src, void* dst, size_t n16, int sms, cudaStream_t stream);
+
 // One expert's FP4 matrix to bf16: data (rows, K/2) two e2m1 per byte, low nibble first;
 // scale (rows, K/block) linear e4m3 (NVFP4, times dq_scale) or e8m0 (MXFP4);
 // out (rows, K) bf16, each value rounded once from its exact fp32 dequantization.

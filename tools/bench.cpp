@@ -185,7 +185,10 @@ void measure_machine(Machine* m, int device) {
   const Ceilings& c = m->ceil;
   std::printf("ceilings (this process): copy %s, bf16 GEMM %s\n",
               c.copy_ok ? (std::to_string(c.copy_bytes_per_s / 1e12).substr(0, 5) + " TB/s (" +
-                           std::to_string(c.copy_bytes >> 20) + " MiB device-to-device, read + written)").c_str()
+                           std::to_string(c.copy_bytes >> 20) + " MiB device-to-device, read + written; " + c.copy_how +
+                           ", cudaMemcpyAsync " + std::to_string(c.copy_memcpy_bytes_per_s / 1e12).substr(0, 5) +
+                           ", copy kernel " + std::to_string(c.copy_kernel_bytes_per_s / 1e12).substr(0, 5) + ")")
+                              .c_str()
                         : "n/a",
               c.gemm_ok ? (std::to_string(c.gemm_flops_per_s / 1e12).substr(0, 6) + " TFLOP/s (" +
                            std::to_string(c.gemm_n) + "^3 cuBLAS, fp32 accumulation)").c_str()
@@ -217,6 +220,9 @@ json machine_json(const Machine& m, const std::string& device_name) {
   j["ceilings"] = {{"copy_bytes", c.copy_bytes},
                    {"copy_us", c.copy_us},
                    {"copy_bytes_per_s", num_or_null(c.copy_ok, c.copy_bytes_per_s)},
+                   {"copy_how", c.copy_how},
+                   {"copy_memcpy_bytes_per_s", num_or_null(c.copy_ok, c.copy_memcpy_bytes_per_s)},
+                   {"copy_kernel_bytes_per_s", num_or_null(c.copy_ok, c.copy_kernel_bytes_per_s)},
                    {"gemm_n", c.gemm_n},
                    {"gemm_us", c.gemm_us},
                    {"gemm_flops_per_s", num_or_null(c.gemm_ok, c.gemm_flops_per_s)},

@@ -5,8 +5,9 @@
 // (bench/results/2026-11-29-notes.md). Here K is also split across CTAs:
 //   grid (ceil(N / 128) row tiles, (expert, token tile) slots, splits)
 // and each CTA streams one K slice of its 128-row x 8-token tile with a 4-stage cp.async
-// pipeline of BK = 128 (8 KiB of weights per stage, loaded with an L2 evict_first policy:
-// each weight byte is read once per forward). Up to 4 CTAs per SM keep about 96 KiB of
+// pipeline of BK = 128 (8 KiB of weights per stage). No L2 cache-policy hint on cp.async:
+// ptxas 13.x miscompiles cp.async with a fractional createpolicy (illegal instruction seen
+// on the H200, 2026-11-29; a known ptxas bug, fixed in later releases). Up to 4 CTAs per SM keep about 96 KiB of
 // weights in flight per SM.
 //
 // The MMA and the in-register dequantization are those of gemm_sm80.cu, shared through
@@ -97,20 +98,6 @@ size_t splitk_gemm_partials_bytes(const SplitKConfig& c, int64_t row_space, int 
 }
 
 namespace {
-
-// createpolicy.fractional.L2::evict_first.b64 (PTX ISA, "createpolicy"; sm_80+):
-// lines brought in under this policy are the first evicted, so the once-read weight stream
-// does not push the activations and partials out of L2.
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-  return pol;
-}
-// cp.async.cg.shared.global.L2::cache_hint [dst], [src], 16, policy (§9.7.9.25).
-__device__ __forceinline__ void cp_async_16_hint(void* smem, const void* gmem, uint64_t pol) {
-  const uint32_t d = uint32_t(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(gmem), "l"(pol));
-}
 
 // One pipeline stage in shared memory, kSB fragment-block columns of K (k = 64 each):
 //   weights  [b 8][c kSB][512 B]        fragment blocks of the CTA's 8 fragment rows
@@ -215,7 +202,6 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
   const int kb_begin = int(blockIdx.z) * p.kb_per_split;
   const int kb_end = min(KB, kb_begin + p.kb_per_split);
   const int n_stages = max(0, (kb_end - kb_begin + kSB - 1) / kSB);
-  const uint64_t policy = l2_evict_first_policy();
   float* part = p.partials + int64_t(blockIdx.z) * p.rows.row_space * w.N;
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
@@ -235,16 +221,16 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
       for (int c = threadIdx.x; c < kBlocksPerCta * kSB * 32; c += kThreads) {
         const int b = c / (kSB * 32), kc = (c / 32) % kSB, l = c % 32, nb = nb0 + b, kb = kbs + kc;
         if (nb < NB && kb < kb_end)
-          cp_async_16_hint(st + (b * kSB + kc) * (kFragWords * 4) + l * 16,
-                           w.q + ((int64_t(e) * NB + nb) * KB + kb) * kFragWords + l * 4, policy);
+          ptx::cp_async_16(st + (b * kSB + kc) * (kFragWords * 4) + l * 16,
+                           w.q + ((int64_t(e) * NB + nb) * KB + kb) * kFragWords + l * 4, true);
       }
       const int cpb = sb / 16;  // 16-byte chunks of scales per fragment block (4 or 2)
       if (threadIdx.x < kBlocksPerCta * kSB * cpb) {
         const int blk = threadIdx.x / cpb, part16 = threadIdx.x % cpb;
         const int b = blk / kSB, kc = blk % kSB, nb = nb0 + b, kb = kbs + kc;
         if (nb < NB && kb < kb_end)
-          cp_async_16_hint(st + S::kWBytes + blk * 64 + part16 * 16,
-                           w.scale + ((int64_t(e) * NB + nb) * KB + kb) * sb + part16 * 16, policy);
+          ptx::cp_async_16(st + S::kWBytes + blk * 64 + part16 * 16,
+                           w.scale + ((int64_t(e) * NB + nb) * KB + kb) * sb + part16 * 16, true);
       }
       uint8_t* sa = st + S::kWBytes + S::kSBytes;
       if constexpr (!A_FP4) {
