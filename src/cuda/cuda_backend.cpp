@@ -64,7 +64,7 @@ class DeviceArray {
 //   h_fp4      u8 (rows, I/2)              W4A4: act(gate, up) requantized
 //   h_scale    e4m3 (rows, I/16)           W4A4
 //   y          f32 (rows, H)               GEMM-2 output, one row per routed slot
-//   partials   f32 (splitk_partials_bytes) FP4MOE_GEMM=splitk only: per-split GEMM sums
+//   partials   (gemm_scratch_bytes)        FP4MOE_GEMM=splitk|stream only: the GEMM path's scratch
 // standard: A_rows = T, rows = T*k; batched: A_rows = rows = E_local*M (row e*M + r).
 // No work (T == 0 or M == 0) needs no workspace: size 0.
 // ---------------------------------------------------------------------------
@@ -313,10 +313,8 @@ class CudaBackend final : public Backend {
     return g2;
   }
 
-  // The splitk path's partials: one section serves gemm1 and then gemm2 (same stream).
-  size_t partials_bytes(int64_t rows) const {
-    return path_ == GemmPath::splitk ? cuda::splitk_partials_bytes(*dw_, rows, rows) : 0;
-  }
+  // The GEMM path's scratch: one section serves gemm1 and then gemm2 (same stream).
+  size_t partials_bytes(int64_t rows) const { return cuda::gemm_scratch_bytes(*dw_, path_, rows, rows); }
   static void set_partials(const Layout& l, const TensorView& ws, float*& partials, size_t& bytes) {
     partials = l.partials_bytes ? at<float>(ws, l.partials) : nullptr;
     bytes = l.partials_bytes;

@@ -53,8 +53,9 @@ struct Gemm1Args {
   uint8_t* h_fp4 = nullptr;
   uint8_t* h_scale = nullptr;
   float h_gs = 1.0f;
-  // splitk path only: fp32 workspace for the per-split partial sums, at least
-  // splitk_partials_bytes(...) bytes; nullptr (or a non-decode shape) runs the fast path.
+  // splitk and stream paths only: their scratch (splitk: fp32 per-split partial sums; stream:
+  // the active-expert list), at least gemm_scratch_bytes(...) bytes; nullptr (or a
+  // non-decode shape) runs the fast path.
   float* partials = nullptr;
   size_t partials_bytes = 0;
 };
@@ -67,16 +68,21 @@ struct Gemm2Args {
   const uint8_t* a_scale = nullptr;
   float a_dq = 1.0f;
   float* y = nullptr;                // [row_space, H] fp32 (+ w2 bias); rows of no expert untouched
-  float* partials = nullptr;         // splitk path only, as in Gemm1Args
+  float* partials = nullptr;         // splitk and stream paths only, as in Gemm1Args
   size_t partials_bytes = 0;
 };
 
 // splitk (gemm_splitk.cu): decode shapes split K across CTAs, a second kernel sums the
-// splits in fixed order; other shapes run `fast`. Not the default until measured faster.
-enum class GemmPath { naive, fast, splitk };
-// FP4MOE_GEMM=naive forces the simple kernels, FP4MOE_GEMM=splitk the split-K decode path;
-// otherwise the fastest compiled path.
+// splits in fixed order; stream (gemm_stream.cu): decode shapes (<= 16 rows per active
+// expert) streamed warp by warp over the whole K. Other shapes run `fast`. Neither is the
+// default until measured faster.
+enum class GemmPath { naive, fast, splitk, stream };
+// FP4MOE_GEMM=naive|splitk|stream forces that path; otherwise the fastest compiled path.
 GemmPath gemm_path();
+
+// Scratch bytes (Gemm1Args/Gemm2Args::partials) that `path` needs for gemm1 and gemm2 of
+// `rows_bound` rows in a row space of `row_space` rows; one buffer serves both GEMMs.
+size_t gemm_scratch_bytes(const DeviceWeights& w, GemmPath path, int64_t rows_bound, int64_t row_space);
 
 // Bytes of fp32 partials the splitk path needs for gemm1 and gemm2 of `rows_bound` rows in a
 // row space of `row_space` rows (the larger of the two; they run one after the other, so one

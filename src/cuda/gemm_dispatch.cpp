@@ -1,6 +1,6 @@
 // gemm_path(), and gemm1 / gemm2: check what the kernels rely on, then route to the
 // naive kernels (gemm_naive.cu), the mma.sync kernels (gemm_sm80.cu) or, for decode shapes
-// on request, the split-K kernels (gemm_splitk.cu).
+// on request, the split-K (gemm_splitk.cu) or weight-streaming (gemm_stream.cu) kernels.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +14,15 @@ GemmPath gemm_path() {
   const char* v = std::getenv("FP4MOE_GEMM");
   if (v && std::strcmp(v, "naive") == 0) return GemmPath::naive;
   if (v && std::strcmp(v, "splitk") == 0) return GemmPath::splitk;
+  if (v && std::strcmp(v, "stream") == 0) return GemmPath::stream;
   return GemmPath::fast;
+}
+
+size_t gemm_scratch_bytes(const DeviceWeights& dw, GemmPath path, int64_t rows_bound, int64_t row_space) {
+  if (path == GemmPath::splitk) return splitk_partials_bytes(dw, rows_bound, row_space);
+  if (path == GemmPath::stream && rows_bound > 0)
+    return stream_scratch_bytes(static_cast<const CudaWeights&>(dw).w13.num_experts);
+  return 0;
 }
 
 namespace {
@@ -56,7 +64,9 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
                      std::to_string(a.h_gs) + ", need e4m3 scales [row_space, I/16] and a finite h_gs > 0");
   if (a.rows.rows_bound == 0) return;
   if (path == GemmPath::naive) naive_gemm1(w, a, stream);
-  else if (!(path == GemmPath::splitk && splitk_gemm1(w, a, stream))) sm80_gemm1(w, a, stream);
+  else if (!(path == GemmPath::splitk && splitk_gemm1(w, a, stream)) &&
+           !(path == GemmPath::stream && stream_gemm1(w, a, stream)))
+    sm80_gemm1(w, a, stream);
 }
 
 void gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStream_t stream) {
@@ -66,7 +76,9 @@ void gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStrea
   if (!a.y) detail::fail_arg("gemm2: y: got nullptr, need fp32 [row_space, H]");
   if (a.rows.rows_bound == 0) return;
   if (path == GemmPath::naive) naive_gemm2(w, a, stream);
-  else if (!(path == GemmPath::splitk && splitk_gemm2(w, a, stream))) sm80_gemm2(w, a, stream);
+  else if (!(path == GemmPath::splitk && splitk_gemm2(w, a, stream)) &&
+           !(path == GemmPath::stream && stream_gemm2(w, a, stream)))
+    sm80_gemm2(w, a, stream);
 }
 
 }  // namespace fp4moe::cuda

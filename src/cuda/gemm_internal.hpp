@@ -127,6 +127,9 @@ void sm80_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 // no partials given) and launch nothing; the caller then runs the fast path.
 bool splitk_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 bool splitk_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+// stream: likewise (false: more than 16 rows per active expert, or no scratch given).
+bool stream_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
+bool stream_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // mma.sync path configuration (gemm_sm80.cu): a host function, testable without a GPU.
@@ -182,5 +185,31 @@ struct SplitKConfig {
 SplitKConfig choose_splitk_config(const SplitKProblem& p);
 // fp32 partials of one GEMM: splits * row_space * N * 4, or 0 when it does not split.
 size_t splitk_gemm_partials_bytes(const SplitKConfig& c, int64_t row_space, int N);
+
+// ---------------------------------------------------------------------------
+// weight-streaming decode path configuration (gemm_stream.cu): a host function, testable
+// without a GPU. A unit is (active expert, 32 weight rows); each warp streams its units over
+// the whole K through its own cp.async ring; a grid of at most kStreamCtasPerSm CTAs per SM
+// deals the units round-robin. Scratch: the active-expert list, int32 [1 + E].
+// ---------------------------------------------------------------------------
+inline constexpr int kStreamWarps = 4;        // warps per CTA
+inline constexpr int kStreamStages = 8;       // ring depth per warp (one 64-k block column each)
+inline constexpr int kStreamCtasPerSm = 4;    // what the kernel's registers and shared memory allow
+
+struct StreamProblem {
+  int64_t rows_bound = 0;   // upper bound on the rows of all experts together
+  int64_t num_experts = 0;  // E_local
+  int N = 0;                // device rows
+  int num_sms = 132;
+};
+struct StreamConfig {
+  int token_tiles = 0;        // n8 tiles per pass (1 or 2); 0: not a decode shape, run the fast path
+  int units_per_expert = 0;   // ceil(N / 32)
+  int64_t grid = 0;           // CTAs
+  std::string why;
+};
+StreamConfig choose_stream_config(const StreamProblem& p);
+// Scratch bytes of the stream path: the active-expert list.
+size_t stream_scratch_bytes(int64_t num_experts);
 
 }  // namespace fp4moe::cuda

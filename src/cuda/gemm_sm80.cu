@@ -78,19 +78,11 @@ struct Params {
   const int32_t* a_gather;
   float a_mult;  // a_dq, times 2^8 for NVFP4 A (its tiles are decoded as e2m1 * e4m3 * 2^-8)
   int64_t tiles;
-  // GEMM 1
-  Activation act;
-  float alpha, limit;
-  uint16_t* h_bf16;
-  uint8_t* h_fp4;
-  uint8_t* h_scale;
-  float h_gs;
-  // GEMM 2
-  float* y;
+  sm80::Epilogue epi;
 };
 
 template <int NT, bool A_FP4, bool GEMM1>
-__global__ void __launch_bounds__(kThreads, 1) sm80_grouped_gemm(const Params p) {
+__global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : 4) sm80_grouped_gemm(const Params p) {
   using T = Tile<NT, A_FP4>;
   constexpr int kTok = T::kTok;
   __shared__ __align__(128) uint8_t smem[T::kSmem];
@@ -218,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) sm80_grouped_gemm(const Params p)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int kk = 2 * kp + h;
-              const uint32_t sc = sm80::scale_bf16x2(sa[T::kADataBytes + j * 4 + kk], false);
+              const uint32_t sc = sm80::e4m3_scale_bf16x2(sa[T::kADataBytes + j * 4 + kk]);
 #pragma unroll
               for (int half = 0; half < 2; ++half) {
                 const uint32_t x = sa[j * 32 + kk * 8 + half * 4 + t];
@@ -246,65 +238,9 @@ __global__ void __launch_bounds__(kThreads, 1) sm80_grouped_gemm(const Params p)
     const int nbw = nb0 + 2 * warp;  // the warp's first fragment row (even)
     if (nbw < NB) {                   // NB is even for GEMM 1, so both m16 tiles are real
       const float mult = w.epi[e] * p.a_mult;
-      if constexpr (GEMM1) {
-        const int I = w.N / 2;
-        float hv[2][NT][2];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          const int i = (nbw + mt) * 8 + g;
-          const float bg = w.bias ? w.bias[int64_t(e) * w.N + i] : 0.0f;
-          const float bu = w.bias ? w.bias[int64_t(e) * w.N + I + i] : 0.0f;
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const float gv = acc[mt][nt][c] * mult + bg, uv = acc[mt][nt][2 + c] * mult + bu;
-              hv[mt][nt][c] = round_bf16(gemm1_activation(gv, uv, p.act, p.alpha, p.limit));
-              const int64_t r = s_orow[nt * 8 + 2 * t + c];
-              if (p.h_bf16 && r >= 0) p.h_bf16[r * I + i] = bf16_from_f32(hv[mt][nt][c]);
-            }
-        }
-        if (p.h_fp4) {
-          // One NVFP4 block = the warp's 16 i (g over both m16 tiles) of one token.
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              float amax = fmaxf(fabsf(hv[0][nt][c]), fabsf(hv[1][nt][c]));
-              amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 4));
-              amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 8));
-              amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 16));
-              const uint8_t sc = nvfp4_scale_code(amax, p.h_gs);
-              const float inv = nvfp4_inv_scale(sc, p.h_gs);
-              const int64_t r = s_orow[nt * 8 + 2 * t + c];
-#pragma unroll
-              for (int mt = 0; mt < 2; ++mt) {
-                const uint32_t q = e2m1_from_f32(hv[mt][nt][c] * inv);
-                const uint32_t q_next = __shfl_xor_sync(0xFFFFFFFFu, q, 4);  // i + 1 lives in g ^ 1
-                const int i = (nbw + mt) * 8 + g;
-                if (r >= 0 && (g % 2) == 0) p.h_fp4[r * (I / 2) + i / 2] = pack_e2m1(uint8_t(q), uint8_t(q_next));
-              }
-              if (r >= 0 && g == 0) p.h_scale[r * (I / 16) + nbw * 8 / 16] = sc;
-            }
-        }
-      } else {
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          if (nbw + mt >= NB) continue;
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int n = (nbw + mt) * kFragRows + g + 8 * half;
-            const float b = w.bias ? w.bias[int64_t(e) * w.N + n] : 0.0f;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int64_t r = s_orow[nt * 8 + 2 * t + c];
-                if (r >= 0) p.y[r * w.N + n] = acc[mt][nt][2 * half + c] * mult + b;
-              }
-          }
-        }
-      }
+      auto out_row = [&](int nt, int c) { return s_orow[nt * 8 + 2 * t + c]; };
+      if constexpr (GEMM1) sm80::epilogue_gemm1<NT>(p.epi, w, e, nbw, g, mult, acc, out_row);
+      else sm80::epilogue_gemm2<NT>(p.epi, w, e, nbw, g, mult, acc, out_row);
     }
     __syncthreads();  // the row tables and stages are reused by the next slot
   }
@@ -360,13 +296,13 @@ void sm80_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) 
   if (c.grid_y == 0) return;
   Params p = base_params(cw.w13, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, c.tiles);
   p.a_gather = a.a_gather;
-  p.act = cw.desc.activation;
-  p.alpha = cw.desc.swiglu_alpha;
-  p.limit = cw.desc.swiglu_limit;
-  p.h_bf16 = a.h_bf16;
-  p.h_fp4 = a.h_fp4;
-  p.h_scale = a.h_scale;
-  p.h_gs = a.h_gs;
+  p.epi.act = cw.desc.activation;
+  p.epi.alpha = cw.desc.swiglu_alpha;
+  p.epi.limit = cw.desc.swiglu_limit;
+  p.epi.h_bf16 = a.h_bf16;
+  p.epi.h_fp4 = a.h_fp4;
+  p.epi.h_scale = a.h_scale;
+  p.epi.h_gs = a.h_gs;
   if (a.a_fp4) launch<true, true>(c, p, stream);
   else launch<false, true>(c, p, stream);
 }
@@ -377,7 +313,7 @@ void sm80_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) 
   log_choice("gemm2", pb, c);
   if (c.grid_y == 0) return;
   Params p = base_params(cw.w2, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, c.tiles);
-  p.y = a.y;
+  p.epi.y = a.y;
   if (a.a_fp4) launch<true, false>(c, p, stream);
   else launch<false, false>(c, p, stream);
 }

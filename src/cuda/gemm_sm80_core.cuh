@@ -15,11 +15,16 @@
 
 namespace fp4moe::cuda::sm80 {
 
-// The folded scale S of one code, as a bf16 broadcast to both halves.
-__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t code, bool mx) {
-  if (mx) return (code << 7) | (code << 23);  // the code is S's biased bf16 exponent
+// An e4m3 code as the bf16 e4m3 * 2^118, broadcast to both halves (NVFP4 activations).
+__device__ __forceinline__ uint32_t e4m3_scale_bf16x2(uint32_t code) {
   const float s = ptx::e4m3_times_2p118(code);
   return ptx::pack_bf16x2(s, s);
+}
+
+// The folded weight scale S of one code (gemm_internal.hpp), as a bf16 broadcast to both halves.
+__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t code, bool mx) {
+  if (mx) return (code << 7) | (code << 23);  // the code is S's biased bf16 exponent
+  return e4m3_scale_bf16x2(code);
 }
 
 // Threads [0, kTok) only: the row tables of token tile `tile` of expert e.
@@ -66,6 +71,92 @@ __device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq,
   a[2] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
   q <<= 4;
   a[3] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g8);
+}
+
+// What the epilogues write: GEMM 1 h (bf16, or NVFP4 requantized with q_scale h_gs),
+// GEMM 2 y (fp32).
+struct Epilogue {
+  Activation act = Activation::silu;
+  float alpha = 0.0f, limit = 0.0f;
+  uint16_t* h_bf16 = nullptr;
+  uint8_t* h_fp4 = nullptr;
+  uint8_t* h_scale = nullptr;
+  float h_gs = 1.0f;
+  float* y = nullptr;
+};
+
+// GEMM 1 epilogue of one warp's two m16 tiles (fragment rows nbw, nbw + 1; nbw even):
+// acc[mt][nt] holds rows g (c0, c1: gate of i = (nbw + mt) * 8 + g) and g + 8 (c2, c3: up
+// of the same i) for tokens nt * 8 + 2t + {0, 1}; out_row(nt, c) is that token's output
+// row or -1. h = act(gate * mult + bias, up * mult + bias), rounded to bf16; with h_fp4,
+// the warp's 16 i of one token are one NVFP4 block, requantized here (shuffles: all lanes
+// must call this).
+template <int NT, class OutRow>
+__device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMatrix& w, int e, int nbw, int g,
+                                               float mult, const float (&acc)[2][NT][4], OutRow out_row) {
+  const int I = w.N / 2;
+  float hv[2][NT][2];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    const int i = (nbw + mt) * 8 + g;
+    const float bg = w.bias ? w.bias[int64_t(e) * w.N + i] : 0.0f;
+    const float bu = w.bias ? w.bias[int64_t(e) * w.N + I + i] : 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const float gv = acc[mt][nt][c] * mult + bg, uv = acc[mt][nt][2 + c] * mult + bu;
+        hv[mt][nt][c] = round_bf16(gemm1_activation(gv, uv, p.act, p.alpha, p.limit));
+        const int64_t r = out_row(nt, c);
+        if (p.h_bf16 && r >= 0) p.h_bf16[r * I + i] = bf16_from_f32(hv[mt][nt][c]);
+      }
+  }
+  if (p.h_fp4) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float amax = fmaxf(fabsf(hv[0][nt][c]), fabsf(hv[1][nt][c]));
+        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 4));
+        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 8));
+        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 16));
+        const uint8_t sc = nvfp4_scale_code(amax, p.h_gs);
+        const float inv = nvfp4_inv_scale(sc, p.h_gs);
+        const int64_t r = out_row(nt, c);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          const uint32_t q = e2m1_from_f32(hv[mt][nt][c] * inv);
+          const uint32_t q_next = __shfl_xor_sync(0xFFFFFFFFu, q, 4);  // i + 1 lives in g ^ 1
+          const int i = (nbw + mt) * 8 + g;
+          if (r >= 0 && (g % 2) == 0) p.h_fp4[r * (I / 2) + i / 2] = pack_e2m1(uint8_t(q), uint8_t(q_next));
+        }
+        if (r >= 0 && g == 0) p.h_scale[r * (I / 16) + nbw * 8 / 16] = sc;
+      }
+  }
+}
+
+// GEMM 2 epilogue of one warp's m16 tiles nbw, nbw + 1 (the second only when < N / 16):
+// y[row][n] = acc * mult + bias[n], fp32, for device row n = (nbw + mt) * 16 + g (+ 8).
+template <int NT, class OutRow>
+__device__ __forceinline__ void epilogue_gemm2(const Epilogue& p, const WeightMatrix& w, int e, int nbw, int g,
+                                               float mult, const float (&acc)[2][NT][4], OutRow out_row) {
+  const int NB = w.N / kFragRows;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    if (nbw + mt >= NB) continue;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int n = (nbw + mt) * kFragRows + g + 8 * half;
+      const float b = w.bias ? w.bias[int64_t(e) * w.N + n] : 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int64_t r = out_row(nt, c);
+          if (r >= 0) p.y[r * w.N + n] = acc[mt][nt][2 * half + c] * mult + b;
+        }
+    }
+  }
 }
 
 }  // namespace fp4moe::cuda::sm80

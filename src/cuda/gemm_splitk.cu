@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int kk = 2 * kp + h;
-              const uint32_t sc = sm80::scale_bf16x2(sas[g * 4 + kk], false);
+              const uint32_t sc = sm80::e4m3_scale_bf16x2(sas[g * 4 + kk]);
 #pragma unroll
               for (int half = 0; half < 2; ++half) {
                 const uint32_t x = sa[g * 32 + kk * 8 + half * 4 + t];

@@ -241,12 +241,13 @@ struct Gemm1Out {
   std::vector<uint8_t> h, fp4, scale;  // guard + payload + guard each
 };
 
-// The splitk path's fp32 partials (guarded: nothing may be written past them), or none.
+// The GEMM path's scratch (splitk partials, stream expert list; guarded: nothing may be
+// written past it), or none.
 struct Partials {
   size_t bytes;
   Guarded buf;
   Partials(const DeviceWeights& dw, const Problem& p, GemmPath path)
-      : bytes(path == GemmPath::splitk ? splitk_partials_bytes(dw, p.rows_bound, p.row_space) : 0), buf(bytes) {}
+      : bytes(gemm_scratch_bytes(dw, path, p.rows_bound, p.row_space)), buf(bytes) {}
   float* ptr() const { return bytes ? buf.ptr<float>() : nullptr; }
   void expect_guards_intact() const {
     const auto all = buf.all();
@@ -322,7 +323,7 @@ std::vector<T> payload(const std::vector<uint8_t>& all) {
 }
 
 const char* path_name(GemmPath p) {
-  return p == GemmPath::naive ? "naive" : p == GemmPath::splitk ? "splitk" : "fast";
+  return p == GemmPath::naive ? "naive" : p == GemmPath::splitk ? "splitk" : p == GemmPath::stream ? "stream" : "fast";
 }
 
 int device_sms() {
@@ -345,6 +346,13 @@ void check_problem(const Spec& spec, GemmPath path) {
     const SplitKConfig c1 = choose_splitk_config({p.rows_bound, spec.E, int(2 * I), int(H), sms});
     const SplitKConfig c2 = choose_splitk_config({p.rows_bound, spec.E, int(H), int(I), sms});
     ASSERT_TRUE(c1.split && c2.split) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
+  }
+  if (path == GemmPath::stream && spec.decode) {
+    // The decode cases must run the streaming kernels, not fall back to the fast path.
+    const int sms = device_sms();
+    const StreamConfig c1 = choose_stream_config({p.rows_bound, spec.E, int(2 * I), sms});
+    const StreamConfig c2 = choose_stream_config({p.rows_bound, spec.E, int(H), sms});
+    ASSERT_TRUE(c1.token_tiles && c2.token_tiles) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
   }
 
   // ---- gemm1 ----
@@ -513,7 +521,8 @@ TEST_P(CudaGemm, MatchesHost) {
 
 INSTANTIATE_TEST_SUITE_P(CudaGemmCases, CudaGemm,
                          ::testing::Combine(::testing::Range(0, int(specs().size())),
-                                            ::testing::Values(GemmPath::naive, GemmPath::fast, GemmPath::splitk)),
+                                            ::testing::Values(GemmPath::naive, GemmPath::fast, GemmPath::splitk,
+                                                              GemmPath::stream)),
                          [](const auto& info) {
                            return specs()[size_t(std::get<0>(info.param))].name + "_" +
                                   path_name(std::get<1>(info.param));
@@ -526,7 +535,7 @@ TEST(CudaGemmEdge, NoRows) {
   Problem p = make_problem(s);
   p.rows_bound = 0;
   const auto dw = upload_weights(p.w, 0);
-  for (GemmPath path : {GemmPath::naive, GemmPath::fast, GemmPath::splitk}) {
+  for (GemmPath path : {GemmPath::naive, GemmPath::fast, GemmPath::splitk, GemmPath::stream}) {
     const auto out = run_gemm1(*dw, p, path);
     for (uint8_t b : out.h) ASSERT_EQ(b, kPoison) << path_name(path);
   }
@@ -720,6 +729,39 @@ TEST(CudaGemmConfig, SplitKDecodeKeepsEnoughBytesInFlight) {
   // Prefill-sized batches keep the fast path (its token tiles reuse each weight tile).
   EXPECT_FALSE(choose_splitk_config({512 * 8, 384, 4096, 7168, 132}).split);
   EXPECT_FALSE(choose_splitk_config({32 * 8, 384, 4096, 7168, 132}).split);  // 8192 CTAs already
+}
+
+// stream config: decode shapes (<= 16 rows per active expert) stream, with enough units for
+// every active expert's rows; the grid never exceeds what stays resident.
+TEST(CudaGemmConfig, StreamCoversDecodeShapes) {
+  std::mt19937_64 rng(11);
+  int seen = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    StreamProblem pb;
+    pb.num_experts = 1 + int64_t(rng() % 384);
+    pb.rows_bound = int64_t(rng() % (trial % 2 ? 40 : 6000));
+    pb.N = 16 * (1 + int(rng() % 900));
+    pb.num_sms = 1 + int(rng() % 200);
+    const StreamConfig c = choose_stream_config(pb);
+    ASSERT_FALSE(c.why.empty());
+    const int64_t active = std::max<int64_t>(1, std::min(pb.num_experts, pb.rows_bound));
+    const int64_t per_expert = (pb.rows_bound + active - 1) / active;
+    if (pb.rows_bound == 0 || per_expert > 16) {
+      ASSERT_EQ(c.token_tiles, 0);
+      continue;
+    }
+    ++seen;
+    ASSERT_EQ(c.token_tiles, per_expert <= 8 ? 1 : 2);
+    ASSERT_EQ(c.units_per_expert * 32 >= pb.N && (c.units_per_expert - 1) * 32 < pb.N, true);
+    ASSERT_GE(c.grid, 1);
+    ASSERT_LE(c.grid, int64_t(pb.num_sms) * kStreamCtasPerSm);
+  }
+  EXPECT_GT(seen, 100);
+  EXPECT_EQ(stream_scratch_bytes(384), 385u * 4);
+  // kimi-k2 at T = 1 and 512 streams; at T = 2048 (43 rows per expert) it does not.
+  EXPECT_EQ(choose_stream_config({8, 384, 4096, 132}).token_tiles, 1);
+  EXPECT_EQ(choose_stream_config({512 * 8, 384, 4096, 132}).token_tiles, 2);
+  EXPECT_EQ(choose_stream_config({2048 * 8, 384, 4096, 132}).token_tiles, 0);
 }
 
 // Layout index functions: every (row, k) of a block has its own nibble, scale indices

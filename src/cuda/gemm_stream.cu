@@ -1,0 +1,325 @@
+// The weight-streaming decode path of the grouped GEMMs (FP4MOE_GEMM=stream; sm_80 and later).
+//
+// Why: at decode (a few rows per expert) a GEMM is a stream of FP4 weights that must run at
+// HBM speed. The tiled paths spend a large share of each CTA's life on per-CTA work that
+// moves no bytes (a warp scan over count[] to find the CTA's expert, row tables, pipeline
+// fill and drain). Here every warp streams on its own:
+//   - the active experts (count > 0) are listed once per GEMM, in expert order, by a
+//     one-CTA kernel (stream_active_list), so a unit's expert is one load;
+//   - a unit is (active expert, 32 weight rows = two m16 fragment rows); units are dealt
+//     round-robin to the warps of a grid of at most 4 CTAs per SM;
+//   - a warp streams its unit's 32 rows over the whole K through its own 8-stage cp.async
+//     ring in shared memory (one fragment block column per stage: 1 KiB of weights and
+//     their scales), with no __syncthreads: about 7 KiB in flight per warp;
+//   - the tokens are the MMA's N (swap-AB): each lane loads its B-fragment words straight
+//     from the activation rows (L1/L2-resident at decode), NT n8 tiles (8 or 16 tokens) per
+//     pass; an expert with more rows takes several passes over its weights.
+// Each unit covers the whole K, so there is no split and no second pass: results are
+// deterministic, and the epilogue (gemm_sm80_core.cuh, shared with the fast path) applies
+// the global scale, bias, activation, bf16 rounding and NVFP4 requantization in registers.
+// The MMA and the in-register dequantization are the fast path's (swap-AB, mma.m16n8k16,
+// weights decoded to bf16 exactly with the folded block scale).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "cuda/common/check.hpp"
+#include "cuda/common/ptx.cuh"
+#include "cuda/gemm_internal.hpp"
+#include "cuda/gemm_sm80_core.cuh"
+
+namespace fp4moe::cuda {
+
+StreamConfig choose_stream_config(const StreamProblem& p) {
+  StreamConfig c;
+  const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
+  const int64_t per_expert = (p.rows_bound + active - 1) / active;
+  if (p.rows_bound <= 0 || p.N <= 0) {
+    c.why = "no work";
+    return c;
+  }
+  if (per_expert > 16) {
+    c.why = "more than 16 rows per active expert: the tiled path reuses weights better";
+    return c;
+  }
+  c.token_tiles = per_expert <= 8 ? 1 : 2;
+  c.units_per_expert = (p.N / kFragRows + 1) / 2;
+  const int64_t units = active * c.units_per_expert;
+  const int64_t max_ctas = int64_t(std::max(1, p.num_sms)) * kStreamCtasPerSm;
+  c.grid = std::clamp<int64_t>((units + kStreamWarps - 1) / kStreamWarps, 1, max_ctas);
+  c.why = "decode: " + std::to_string(c.token_tiles * 8) + " tokens per pass, " + std::to_string(c.grid) + " CTAs";
+  return c;
+}
+
+size_t stream_scratch_bytes(int64_t num_experts) { return size_t(num_experts + 1) * sizeof(int32_t); }
+
+namespace {
+
+constexpr int kWarps = kStreamWarps;
+constexpr int kThreads = kWarps * 32;
+constexpr int kStages = kStreamStages;
+// One stage: two fragment blocks (512 B each) of the unit's m16 tiles, then their scales
+// (64 B each for NVFP4, 32 B used for MX).
+constexpr int kStageBytes = 2 * kFragWords * 4 + 2 * 64;
+static_assert(kWarps * kStages * kStageBytes <= 45 * 1024, "the rings must fit in static shared memory");
+static_assert(kStageBytes % 16 == 0, "cp.async destinations must stay 16-byte aligned");
+
+struct Params {
+  WeightMatrix w;
+  ExpertRows rows;
+  const int32_t* active;  // [1 + E]: number of active experts, then their ids in order
+  const uint16_t* a_bf16;
+  const uint8_t* a_fp4;
+  const uint8_t* a_scale;
+  const int32_t* a_gather;
+  float a_mult;           // a_dq, times 2^8 for NVFP4 A (decoded as e2m1 * e4m3 * 2^-8)
+  int units_per_expert;
+  sm80::Epilogue epi;
+};
+
+// One CTA: active[0] = number of experts with count > 0, active[1..] their ids, ascending.
+__global__ void __launch_bounds__(1024) stream_active_list(const int32_t* count, int64_t num_experts,
+                                                           int32_t* active) {
+  __shared__ int warp_total[32];
+  __shared__ int base;
+  const int lane = int(threadIdx.x) % 32, wid = int(threadIdx.x) / 32;
+  if (threadIdx.x == 0) base = 0;
+  __syncthreads();
+  for (int64_t e0 = 0; e0 < num_experts; e0 += blockDim.x) {
+    const int64_t e = e0 + threadIdx.x;
+    const bool on = e < num_experts && count[e] > 0;
+    const unsigned m = __ballot_sync(0xFFFFFFFFu, on);
+    if (lane == 0) warp_total[wid] = __popc(m);
+    __syncthreads();
+    int at = base;
+    for (int i = 0; i < wid; ++i) at += warp_total[i];
+    if (on) active[1 + at + __popc(m & ((1u << lane) - 1u))] = int(e);
+    __syncthreads();  // everyone has read base and warp_total
+    if (threadIdx.x == 0) {
+      int s = 0;
+      for (int i = 0; i < int(blockDim.x) / 32; ++i) s += warp_total[i];
+      base += s;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) active[0] = base;
+}
+
+// B fragment of k-step kk for token row `row` (-1: none): b0 = A[row][k0 + 2t, +1],
+// b1 = A[row][k0 + 2t + 8, +9] as bf16x2, zero past K or without a row.
+template <bool A_FP4>
+__device__ __forceinline__ void load_b(const Params& p, int64_t row, int k0, int t, uint32_t (&b)[4][2]) {
+  const int K = p.w.K;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const int k = k0 + kk * 16;  // K is a multiple of 16: a k-step is all in or all out
+    const bool ok = row >= 0 && k < K;
+    if constexpr (!A_FP4) {
+      const uint32_t* a = reinterpret_cast<const uint32_t*>(p.a_bf16 + (ok ? row * K + k : 0));
+      b[kk][0] = ok ? __ldg(a + t) : 0u;
+      b[kk][1] = ok ? __ldg(a + 4 + t) : 0u;
+    } else {
+      const uint8_t* a = p.a_fp4 + (ok ? row * (K / 2) + k / 2 : 0);
+      const uint32_t x0 = ok ? __ldg(a + t) : 0u, x1 = ok ? __ldg(a + 4 + t) : 0u;
+      const uint32_t sc = sm80::e4m3_scale_bf16x2(ok ? __ldg(p.a_scale + row * (K / 16) + k / 16) : 0u);
+      b[kk][0] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2((x0 << 12) | (x0 << 24)), sc);
+      b[kk][1] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2((x1 << 12) | (x1 << 24)), sc);
+    }
+  }
+}
+
+template <int NT, bool A_FP4, bool GEMM1>
+__global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const Params p) {
+  __shared__ __align__(128) uint8_t smem[kWarps * kStages * kStageBytes];
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const WeightMatrix& w = p.w;
+  const int KB = w.Kp / kFragK, NB = w.N / kFragRows;
+  const int sb = frag_scale_bytes(w.block), chunks = sb / 16;
+  const bool mx = w.block == 32;
+  uint8_t* ring = smem + warp * (kStages * kStageBytes);
+  const int64_t units = int64_t(p.active[0]) * p.units_per_expert;
+
+  for (int64_t u = int64_t(blockIdx.x) * kWarps + warp; u < units; u += int64_t(gridDim.x) * kWarps) {
+    const int e = p.active[1 + u / p.units_per_expert];
+    const int nb0 = int(u % p.units_per_expert) * 2;  // the unit's first fragment row
+    const bool two = nb0 + 1 < NB;                     // warp-uniform; always true for GEMM 1
+    const int count = p.rows.count[e];
+    const int64_t begin = p.rows.begin[e];
+    const uint32_t* q0 = w.q + (int64_t(e) * NB + nb0) * KB * kFragWords;
+    const uint8_t* s0 = w.scale + (int64_t(e) * NB + nb0) * KB * sb;
+
+    // Stage kb % kStages <- fragment block column kb of both m16 tiles (nothing past KB).
+    auto issue = [&](int kb) {
+      if (kb < KB) {
+        uint8_t* st = ring + (kb % kStages) * kStageBytes;
+        ptx::cp_async_16(st + lane * 16, q0 + int64_t(kb) * kFragWords + lane * 4, true);
+        if (two) ptx::cp_async_16(st + 512 + lane * 16, q0 + (int64_t(KB) + kb) * kFragWords + lane * 4, true);
+        if (lane < 2 * chunks) {
+          const int mt = lane / chunks, c = lane % chunks;
+          if (mt == 0 || two)
+            ptx::cp_async_16(st + 1024 + mt * 64 + c * 16, s0 + (int64_t(mt) * KB + kb) * sb + c * 16, true);
+        }
+      }
+      ptx::cp_async_commit_group();
+    };
+
+    for (int tok0 = 0; tok0 < count; tok0 += 8 * NT) {
+      // This lane's B rows: token tok0 + nt * 8 + g of the expert (its A row), or -1.
+      int64_t arow[NT];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int j = tok0 + nt * 8 + g;
+        const int64_t r = begin + j;
+        arow[nt] = j < count ? (p.a_gather ? int64_t(p.a_gather[r]) : r) : -1;
+      }
+      float acc[2][NT][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) acc[mt][nt][c] = 0.0f;
+
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s) issue(s);
+      for (int kb = 0; kb < KB; ++kb) {
+        uint32_t b[NT][4][2];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) load_b<A_FP4>(p, arow[nt], kb * kFragK, t, b[nt]);
+        ptx::cp_async_wait_group<kStages - 2>();
+        __syncwarp();  // stage kb visible to the whole warp; stage kb - 1 consumed by all lanes
+        issue(kb + kStages - 1);
+        const uint8_t* st = ring + (kb % kStages) * kStageBytes;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          if (mt == 1 && !two) break;
+          uint4 wq;
+          uint2 ws;
+          sm80::load_weight_frag(st + mt * 512, st + 1024 + mt * 64, lane, g, sb, mx, wq, ws);
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            uint32_t a[4];
+            sm80::weight_a_frag(a, wq, ws, kk, mx);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, b[nt][kk][0], b[nt][kk][1]);
+          }
+        }
+      }
+      ptx::cp_async_wait_group<0>();
+      __syncwarp();  // the ring is refilled by the next pass or unit
+
+      const float mult = w.epi[e] * p.a_mult;
+      auto out_row = [&](int nt, int c) -> int64_t {
+        const int j = tok0 + nt * 8 + 2 * t + c;
+        return j < count ? begin + j : -1;
+      };
+      if constexpr (GEMM1) sm80::epilogue_gemm1<NT>(p.epi, w, e, nb0, g, mult, acc, out_row);
+      else sm80::epilogue_gemm2<NT>(p.epi, w, e, nb0, g, mult, acc, out_row);
+    }
+  }
+}
+
+template <bool A_FP4, bool GEMM1>
+void launch(const StreamConfig& c, const Params& p, cudaStream_t stream) {
+  if (c.token_tiles == 1) stream_gemm<1, A_FP4, GEMM1><<<unsigned(c.grid), kThreads, 0, stream>>>(p);
+  else stream_gemm<2, A_FP4, GEMM1><<<unsigned(c.grid), kThreads, 0, stream>>>(p);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+// FP4MOE_LOG=1: print each config once per shape.
+void log_choice(const char* which, const StreamProblem& pb, const StreamConfig& c) {
+  static const bool on = [] {
+    const char* v = std::getenv("FP4MOE_LOG");
+    return v && v[0] == '1';
+  }();
+  if (!on) return;
+  static std::mutex mu;
+  static std::set<std::tuple<std::string, int64_t, int64_t, int, int>> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!seen.insert({which, pb.rows_bound, pb.num_experts, pb.N, pb.num_sms}).second) return;
+  std::fprintf(stderr, "fp4moe: %s stream rows_bound=%lld E=%lld N=%d SMs=%d -> %s (%s)\n", which,
+               (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.num_sms,
+               c.token_tiles ? "stream" : "fast path", c.why.c_str());
+}
+
+int sm_count(int device) {
+  int n = 0;
+  FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  return n;
+}
+
+// Config of one GEMM (token_tiles 0: run the fast path); checks the caller's scratch.
+StreamConfig plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows,
+                  const void* scratch, size_t scratch_bytes) {
+  const StreamProblem pb{rows.rows_bound, w.num_experts, w.N, sm_count(cw.device)};
+  StreamConfig c = choose_stream_config(pb);
+  log_choice(which, pb, c);
+  if (!c.token_tiles || !scratch) {
+    c.token_tiles = 0;
+    return c;
+  }
+  const size_t need = stream_scratch_bytes(w.num_experts);
+  if (scratch_bytes < need)
+    detail::fail_arg(std::string(which) + ": partials_bytes: got " + std::to_string(scratch_bytes) + ", need >= " +
+                     std::to_string(need) + " (gemm_scratch_bytes)");
+  return c;
+}
+
+Params base_params(const StreamConfig& c, const WeightMatrix& w, const ExpertRows& rows, int32_t* active,
+                   const uint16_t* a_bf16, const uint8_t* a_fp4, const uint8_t* a_scale, float a_dq) {
+  Params p{};
+  p.w = w;
+  p.rows = rows;
+  p.active = active;
+  p.a_bf16 = a_bf16;
+  p.a_fp4 = a_fp4;
+  p.a_scale = a_scale;
+  p.a_mult = a_fp4 ? a_dq * exp2i(kNvfp4Fold) : a_dq;
+  p.units_per_expert = c.units_per_expert;
+  return p;
+}
+
+void list_active(const WeightMatrix& w, const ExpertRows& rows, int32_t* active, cudaStream_t stream) {
+  const int threads = int(std::clamp<int64_t>((w.num_experts + 31) / 32 * 32, 32, 1024));
+  stream_active_list<<<1, threads, 0, stream>>>(rows.count, w.num_experts, active);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool stream_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
+  const StreamConfig c = plan("gemm1", cw, cw.w13, a.rows, a.partials, a.partials_bytes);
+  if (!c.token_tiles) return false;
+  int32_t* active = reinterpret_cast<int32_t*>(a.partials);
+  list_active(cw.w13, a.rows, active, stream);
+  Params p = base_params(c, cw.w13, a.rows, active, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq);
+  p.a_gather = a.a_gather;
+  p.epi.act = cw.desc.activation;
+  p.epi.alpha = cw.desc.swiglu_alpha;
+  p.epi.limit = cw.desc.swiglu_limit;
+  p.epi.h_bf16 = a.h_bf16;
+  p.epi.h_fp4 = a.h_fp4;
+  p.epi.h_scale = a.h_scale;
+  p.epi.h_gs = a.h_gs;
+  if (a.a_fp4) launch<true, true>(c, p, stream);
+  else launch<false, true>(c, p, stream);
+  return true;
+}
+
+bool stream_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) {
+  const StreamConfig c = plan("gemm2", cw, cw.w2, a.rows, a.partials, a.partials_bytes);
+  if (!c.token_tiles) return false;
+  int32_t* active = reinterpret_cast<int32_t*>(a.partials);
+  list_active(cw.w2, a.rows, active, stream);
+  Params p = base_params(c, cw.w2, a.rows, active, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq);
+  p.epi.y = a.y;
+  if (a.a_fp4) launch<true, false>(c, p, stream);
+  else launch<false, false>(c, p, stream);
+  return true;
+}
+
+}  // namespace fp4moe::cuda
