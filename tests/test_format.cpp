@@ -213,6 +213,11 @@ TEST(FormatE2m1, EncodesEveryValueSaturatesAndKeepsSign) {
   EXPECT_EQ(e2m1_from_f32(-0.0f), 8);
   EXPECT_EQ(e2m1_from_f32(-0.1f), 8);
   EXPECT_EQ(e2m1_from_f32(1e-40f), 0);
+  // NaN is +6 whatever its sign bit, so host and device (canonical +NaN) agree
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(e2m1_from_f32(nan), 7);
+  EXPECT_EQ(e2m1_from_f32(-nan), 7);
+  EXPECT_EQ(e2m1_from_f32(bits_f32(0xFFC00000u)), 7);  // x86's default NaN (0 * inf) is negative
   // a dense sweep over [-7, 7] against the nearest-value search
   for (int i = -7000; i <= 7000; ++i) {
     const float x = float(i) * 0.001f;

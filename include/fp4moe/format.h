@@ -72,7 +72,10 @@ FP4MOE_HD float e2m1_to_f32(uint8_t code) {
 
 // Round to nearest, ties to even code, saturate at 6. The thresholds are the
 // midpoints of the value table; "<=" where the lower neighbour has the even code.
-// NaN saturates to 6 (weights are checked for NaN before they reach this).
+// NaN saturates to +6 (code 7) whatever its sign bit: callers pass products such as
+// x * inv, and the sign of a NaN product is not portable (x86 keeps the NaN operand's,
+// CUDA returns the canonical +NaN), while host and device must encode the same bytes.
+// Weights are checked for NaN before they reach this.
 FP4MOE_HD uint8_t e2m1_from_f32(float x) {
   const float a = fabsf(x);
   uint8_t c;
@@ -84,7 +87,8 @@ FP4MOE_HD uint8_t e2m1_from_f32(float x) {
   else if (a < 3.5f) c = 5;     // tie 3.5 -> 4.0
   else if (a <= 5.0f) c = 6;    // tie 5.0 -> 4.0
   else c = 7;                   // > 5 (and NaN) -> 6
-  return uint8_t(c | ((f32_bits(x) >> 31) << 3));
+  const uint32_t neg = a == a ? f32_bits(x) >> 31 : 0u;  // NaN: sign ignored (see above)
+  return uint8_t(c | (neg << 3));
 }
 
 // ---------------------------------------------------------------------------
