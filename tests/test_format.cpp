@@ -806,8 +806,45 @@ TEST(FormatTensor, BadArgumentsNameTheArgument) {
     strided.data = big.data();
     expect_error([&] { quantize_nvfp4(strided, 1.0f, D, S); }, bad, {"quantize_nvfp4", "x", "contiguous"});
   }
-  expect_error([&] { quantize_nvfp4(TensorView::of(x.data(), DType::f32, {4, 64}, DeviceType::cuda), 1.0f, D, S); },
-               ErrorKind::unsupported, {"quantize_nvfp4", "x", "CUDA"});
+  {
+    // A CUDA input: refused in a build without CUDA; in a build with it, every other
+    // tensor must be on the same device (checked before any CUDA call, so this runs
+    // without a GPU too). These views point at host memory and are never read.
+    const auto Xc = TensorView::of(x.data(), DType::f32, {4, 64}, DeviceType::cuda, 0);
+    const auto Dc = TensorView::of(data.data(), DType::u8, {4, 32}, DeviceType::cuda, 0);
+    const auto Sc = TensorView::of(scale.data(), DType::e4m3, {4, 4}, DeviceType::cuda, 0);
+#if defined(FP4MOE_WITH_CUDA)
+    expect_error([&] { quantize_nvfp4(Xc, 1.0f, D, S); }, bad, {"quantize_nvfp4", "data", "on cpu", "on cuda:0"});
+    expect_error([&] { quantize_nvfp4(Xc, 1.0f, Dc, S); }, bad, {"quantize_nvfp4", "scale", "on cpu", "on cuda:0"});
+    expect_error([&] { quantize_nvfp4(X, 1.0f, Dc, Sc); }, bad, {"quantize_nvfp4", "data", "on cuda:0", "on cpu"});
+    expect_error([&] { quantize_nvfp4(Xc, 1.0f, TensorView::of(data.data(), DType::u8, {4, 32}, DeviceType::cuda, 1), Sc); },
+                 bad, {"quantize_nvfp4", "data", "on cuda:1", "on cuda:0"});
+    expect_error([&] { dequantize_nvfp4(Dc, Sc, 1.0f, TensorView::of(out16.data(), DType::bf16, {4, 64})); }, bad,
+                 {"dequantize_nvfp4", "out", "on cpu", "on cuda:0"});
+    expect_error([&] { dequantize_mxfp4(Dc, S32, TensorView::of(out16.data(), DType::bf16, {4, 64})); }, bad,
+                 {"dequantize_mxfp4", "scale", "on cpu", "on cuda:0"});
+    expect_error([&] { swizzle_scales(Sc, TensorView::of(data.data(), DType::u8, {512})); }, bad,
+                 {"swizzle_scales", "swizzled", "on cpu", "on cuda:0"});
+    // unswizzle runs where its input (swizzled) is: the output scale is the odd one out
+    expect_error([&] { unswizzle_scales(TensorView::of(data.data(), DType::u8, {512}, DeviceType::cuda, 0), S); },
+                 bad, {"unswizzle_scales", "scale", "on cpu", "on cuda:0"});
+    // element alignment is checked (the kernels load whole elements)
+    expect_error([&] {
+      quantize_nvfp4(TensorView::of(reinterpret_cast<uint8_t*>(x.data()) + 2, DType::f32, {4, 64}, DeviceType::cuda, 0),
+                     1.0f, Dc, Sc);
+    }, bad, {"quantize_nvfp4", "x", "aligned to 4 bytes"});
+#else
+    expect_error([&] { quantize_nvfp4(Xc, 1.0f, D, S); }, ErrorKind::unsupported, {"quantize_nvfp4", "x", "CUDA"});
+    expect_error([&] { dequantize_nvfp4(Dc, Sc, 1.0f, TensorView::of(out16.data(), DType::bf16, {4, 64})); },
+                 ErrorKind::unsupported, {"dequantize_nvfp4", "data", "CUDA"});
+    expect_error([&] { swizzle_scales(Sc, TensorView::of(data.data(), DType::u8, {512})); }, ErrorKind::unsupported,
+                 {"swizzle_scales", "scale", "CUDA"});
+#endif
+    // a CUDA output for a CPU input is refused in every build
+    expect_error([&] { quantize_nvfp4(X, 1.0f, Dc, S); }, bad, {"quantize_nvfp4", "data", "on cuda:0", "on cpu"});
+    expect_error([&] { quantize_mxfp4(X, D, TensorView::of(scale32.data(), DType::e8m0, {4, 2}, DeviceType::cuda, 0)); },
+                 bad, {"quantize_mxfp4", "scale", "on cuda:0", "on cpu"});
+  }
 
   // dequantize_nvfp4
   const auto O = TensorView::of(out16.data(), DType::bf16, {4, 64});

@@ -226,17 +226,26 @@ class Layer {
 void route(const RouteArgs& args);
 
 // ---------------------------------------------------------------------------
-// Formats on tensors (SPEC §2). CPU tensors; CUDA tensors where a GPU backend is built.
+// Formats on tensors (SPEC §2), on the CPU or a CUDA device. A call runs where its input
+// (x, data, scale, swizzled) is, and every other tensor must be on that same device
+// (outputs too). CUDA tensors need a build with CUDA; their work is launched on `stream`
+// (a cudaStream_t of that device; nullptr: the default stream), without allocating or
+// synchronising, and is bit-identical to the CPU result (NaN outputs of dequantization
+// are NaN on both; their payload and sign are the hardware's). `stream` is ignored on
+// the CPU.
 // ---------------------------------------------------------------------------
 // x [..., K] f32|bf16|f16 -> data u8 [..., K/2], scale e4m3 [..., K/16]; q_scale = 1/dq_scale
-void quantize_nvfp4(const TensorView& x, float q_scale, const TensorView& data, const TensorView& scale);
-void dequantize_nvfp4(const TensorView& data, const TensorView& scale, float dq_scale, const TensorView& out);
+void quantize_nvfp4(const TensorView& x, float q_scale, const TensorView& data, const TensorView& scale,
+                    void* stream = nullptr);
+// data u8 [..., K/2], scale e4m3 [..., K/16] -> out f32|bf16|f16 [..., K]
+void dequantize_nvfp4(const TensorView& data, const TensorView& scale, float dq_scale, const TensorView& out,
+                      void* stream = nullptr);
 // x [..., K] -> data u8 [..., K/2], scale e8m0 [..., K/32]
-void quantize_mxfp4(const TensorView& x, const TensorView& data, const TensorView& scale);
-void dequantize_mxfp4(const TensorView& data, const TensorView& scale, const TensorView& out);
+void quantize_mxfp4(const TensorView& x, const TensorView& data, const TensorView& scale, void* stream = nullptr);
+void dequantize_mxfp4(const TensorView& data, const TensorView& scale, const TensorView& out, void* stream = nullptr);
 // scale [B..., R, C] (u8/e4m3/e8m0 bytes) <-> swizzled u8 [B..., Rp * Cp]
-void swizzle_scales(const TensorView& scale, const TensorView& swizzled);
-void unswizzle_scales(const TensorView& swizzled, const TensorView& scale);
+void swizzle_scales(const TensorView& scale, const TensorView& swizzled, void* stream = nullptr);
+void unswizzle_scales(const TensorView& swizzled, const TensorView& scale, void* stream = nullptr);
 
 const char* version();
 

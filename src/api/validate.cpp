@@ -78,7 +78,8 @@ void expect_tensor(std::string_view entry, std::string_view arg, const TensorVie
   expect_place(entry, arg, t, place, need);
   expect_contiguous(entry, arg, t, need);
   if (t.numel() > 0 && t.data == nullptr) fail_got(entry, arg, t.describe() + " at a null pointer", "data");
-  if (!place.any && place.device == DeviceType::cuda) expect_aligned(entry, arg, t, 16);
+  if (!place.any && place.device == DeviceType::cuda)
+    expect_aligned(entry, arg, t, place.element_aligned ? dtype_size(t.dtype) : 16);
 }
 
 bool expect_optional(std::string_view entry, std::string_view arg, const TensorView& t,

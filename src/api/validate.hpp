@@ -18,6 +18,9 @@ struct Place {
   DeviceType device = DeviceType::cpu;
   int device_id = 0;
   bool any = false;  // any device (prepare copies what it keeps to the host)
+  // CUDA data pointers must be 16-byte aligned (vector loads) unless this is set; then
+  // their element size is enough (kernels that vectorise only where a pointer allows).
+  bool element_aligned = false;
 
   static Place cpu() { return {DeviceType::cpu, 0, false}; }
   static Place cuda(int id) { return {DeviceType::cuda, id, false}; }
@@ -39,7 +42,8 @@ std::string spec_string(const std::vector<DType>& dtypes, const std::vector<int6
 
 // The full check of one required tensor argument, in this order: present, dims and
 // extents, dtype, device, contiguous, non-null data when it has elements, and on CUDA
-// a 16-byte aligned data pointer (vector loads rely on it).
+// a 16-byte aligned data pointer (vector loads rely on it; Place::element_aligned
+// relaxes this to the element size).
 void expect_tensor(std::string_view entry, std::string_view arg, const TensorView& t,
                    const std::vector<DType>& dtypes, const std::vector<int64_t>& shape, Place place);
 inline void expect_tensor(std::string_view entry, std::string_view arg, const TensorView& t, DType dtype,
