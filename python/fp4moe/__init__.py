@@ -214,12 +214,19 @@ def info() -> dict:
 
 # ---------------------------------------------------------------------------
 # Formats (SPEC §2)
+#
+# Each runs where its input is: on the CPU for host arrays, on the GPU for CUDA tensors
+# (torch, CuPy, ...), on the caller's stream (see the module docstring; stream= overrides),
+# without synchronising. Outputs are allocated on the input's device, in its framework.
+# GPU results are bit-identical to the CPU's (NaN outputs of dequantization are NaN on
+# both, with the hardware's payload).
 # ---------------------------------------------------------------------------
-def quantize_nvfp4(x: Any, q_scale: float) -> Tuple[Any, Any]:
+def quantize_nvfp4(x: Any, q_scale: float, *, stream: Any = None) -> Tuple[Any, Any]:
     """NVFP4-quantize x [..., K] (K % 16 == 0) with quantization scale q_scale = 1/dq_scale.
 
-    Returns (data uint8 [..., K/2], two e2m1 per byte, low nibble first;
-    scale e4m3 [..., K/16], linear layout; float8_e4m3fn for torch, uint8 bytes otherwise).
+    x: float32 | bfloat16 | float16, on the CPU or a CUDA device. Returns (data uint8
+    [..., K/2], two e2m1 per byte, low nibble first; scale e4m3 [..., K/16], linear layout;
+    float8_e4m3fn for torch, uint8 bytes otherwise), where x is.
     """
     shape = _shape(x, "x")
     if not shape:
@@ -227,24 +234,25 @@ def quantize_nvfp4(x: Any, q_scale: float) -> Tuple[Any, Any]:
     k = shape[-1]
     data = _empty(x, shape[:-1] + (k // 2,), "uint8")
     scale = _empty(x, shape[:-1] + (k // 16,), "uint8")
-    _C.quantize_nvfp4(_arg(x, name="x"), float(q_scale), data, scale)
+    _C.quantize_nvfp4(_arg(x, name="x"), float(q_scale), data, scale, _stream(x, stream))
     return data, _as_e4m3(x, scale)
 
 
-def dequantize_nvfp4(data: Any, scale: Any, dq_scale: float) -> Any:
-    """x_hat = e2m1(data) * e4m3(scale) * dq_scale as float32 [..., K]."""
+def dequantize_nvfp4(data: Any, scale: Any, dq_scale: float, *, stream: Any = None) -> Any:
+    """x_hat = e2m1(data) * e4m3(scale) * dq_scale as float32 [..., K], where data is."""
     shape = _shape(data, "data")
     if not shape:
         raise ValueError("data: got a 0-d tensor, need [..., K/2]")
     out = _empty(data, shape[:-1] + (2 * shape[-1],), "float32")
-    _C.dequantize_nvfp4(_arg(data, name="data"), _arg(scale, "e4m3", "scale"), float(dq_scale), out)
+    _C.dequantize_nvfp4(_arg(data, name="data"), _arg(scale, "e4m3", "scale"), float(dq_scale), out,
+                        _stream(data, stream))
     return out
 
 
-def quantize_mxfp4(x: Any) -> Tuple[Any, Any]:
-    """MXFP4-quantize x [..., K] (K % 32 == 0).
+def quantize_mxfp4(x: Any, *, stream: Any = None) -> Tuple[Any, Any]:
+    """MXFP4-quantize x [..., K] (K % 32 == 0), on the CPU or a CUDA device.
 
-    Returns (data uint8 [..., K/2]; scale uint8 e8m0 codes [..., K/32]).
+    Returns (data uint8 [..., K/2]; scale uint8 e8m0 codes [..., K/32]), where x is.
     """
     shape = _shape(x, "x")
     if not shape:
@@ -252,17 +260,17 @@ def quantize_mxfp4(x: Any) -> Tuple[Any, Any]:
     k = shape[-1]
     data = _empty(x, shape[:-1] + (k // 2,), "uint8")
     scale = _empty(x, shape[:-1] + (k // 32,), "uint8")
-    _C.quantize_mxfp4(_arg(x, name="x"), data, scale)
+    _C.quantize_mxfp4(_arg(x, name="x"), data, scale, _stream(x, stream))
     return data, scale
 
 
-def dequantize_mxfp4(data: Any, scale: Any) -> Any:
-    """x_hat = e2m1(data) * 2^(scale - 127) as float32 [..., K]."""
+def dequantize_mxfp4(data: Any, scale: Any, *, stream: Any = None) -> Any:
+    """x_hat = e2m1(data) * 2^(scale - 127) as float32 [..., K], where data is."""
     shape = _shape(data, "data")
     if not shape:
         raise ValueError("data: got a 0-d tensor, need [..., K/2]")
     out = _empty(data, shape[:-1] + (2 * shape[-1],), "float32")
-    _C.dequantize_mxfp4(_arg(data, name="data"), _arg(scale, "e8m0", "scale"), out)
+    _C.dequantize_mxfp4(_arg(data, name="data"), _arg(scale, "e8m0", "scale"), out, _stream(data, stream))
     return out
 
 
@@ -270,8 +278,8 @@ def _pad(n: int, to: int) -> int:
     return (n + to - 1) // to * to
 
 
-def swizzle_scales(scale: Any) -> Any:
-    """Linear scales [B..., R, C] -> the swizzled 128x4 layout, uint8 [B..., Rp*Cp].
+def swizzle_scales(scale: Any, *, stream: Any = None) -> Any:
+    """Linear scales [B..., R, C] -> the swizzled 128x4 layout, uint8 [B..., Rp*Cp], where scale is.
 
     Rp = ceil(R/128)*128, Cp = ceil(C/4)*4; padding bytes are 0 (SPEC §2).
     """
@@ -282,12 +290,12 @@ def swizzle_scales(scale: Any) -> Any:
     out = _empty(scale, shape[:-2] + (_pad(r, 128) * _pad(c, 4),), "uint8")
     # any FP8 flavour is just bytes here
     s = _arg(scale, "e8m0" if _dtype_name(scale) == "float8_e8m0fnu" else "e4m3", "scale")
-    _C.swizzle_scales(s, out)
+    _C.swizzle_scales(s, out, _stream(scale, stream))
     return out
 
 
-def unswizzle_scales(swizzled: Any, rows: int, cols: int) -> Any:
-    """The inverse of swizzle_scales: uint8 [B..., Rp*Cp] -> uint8 [B..., rows, cols]."""
+def unswizzle_scales(swizzled: Any, rows: int, cols: int, *, stream: Any = None) -> Any:
+    """The inverse of swizzle_scales: uint8 [B..., Rp*Cp] -> uint8 [B..., rows, cols], where swizzled is."""
     shape = _shape(swizzled, "swizzled")
     if not shape:
         raise ValueError("swizzled: got a 0-d tensor, need [..., Rp*Cp]")
@@ -297,7 +305,7 @@ def unswizzle_scales(swizzled: Any, rows: int, cols: int) -> Any:
         raise ValueError(f"swizzled: got {shape[-1]} bytes per matrix, need "
                          f"{_pad(int(rows), 128) * _pad(int(cols), 4)} for rows={rows}, cols={cols}")
     out = _empty(swizzled, shape[:-1] + (int(rows), int(cols)), "uint8")
-    _C.unswizzle_scales(_arg(swizzled, "e4m3", "swizzled"), out)
+    _C.unswizzle_scales(_arg(swizzled, "e4m3", "swizzled"), out, _stream(swizzled, stream))
     return out
 
 

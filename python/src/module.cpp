@@ -358,58 +358,59 @@ NB_MODULE(_C, m) {
   m.attr("__version__") = fp4moe::version();
 
   // --- formats -------------------------------------------------------------
+  // On the device of the input; CUDA work on `stream` (a cudaStream_t as an int, 0: default).
   m.def("quantize_nvfp4",
-        [](nb::handle x, float q_scale, nb::handle data, nb::handle scale) {
+        [](nb::handle x, float q_scale, nb::handle data, nb::handle scale, uintptr_t stream) {
           Keep k;
           const TensorView vx = input(x, {"x"}, k), vd = output(data, {"data"}, k),
                            vs = output(scale, {"scale", DType::e4m3}, k);
           nb::gil_scoped_release nogil;
-          fp4moe::quantize_nvfp4(vx, q_scale, vd, vs);
+          fp4moe::quantize_nvfp4(vx, q_scale, vd, vs, as_stream(stream));
         },
-        "x"_a, "q_scale"_a, "data"_a, "scale"_a);
+        "x"_a, "q_scale"_a, "data"_a, "scale"_a, "stream"_a);
   m.def("dequantize_nvfp4",
-        [](nb::handle data, nb::handle scale, float dq_scale, nb::handle out) {
+        [](nb::handle data, nb::handle scale, float dq_scale, nb::handle out, uintptr_t stream) {
           Keep k;
           const TensorView vd = input(data, {"data"}, k), vs = input(scale, {"scale", DType::e4m3}, k),
                            vo = output(out, {"out"}, k);
           nb::gil_scoped_release nogil;
-          fp4moe::dequantize_nvfp4(vd, vs, dq_scale, vo);
+          fp4moe::dequantize_nvfp4(vd, vs, dq_scale, vo, as_stream(stream));
         },
-        "data"_a, "scale"_a, "dq_scale"_a, "out"_a);
+        "data"_a, "scale"_a, "dq_scale"_a, "out"_a, "stream"_a);
   m.def("quantize_mxfp4",
-        [](nb::handle x, nb::handle data, nb::handle scale) {
+        [](nb::handle x, nb::handle data, nb::handle scale, uintptr_t stream) {
           Keep k;
           const TensorView vx = input(x, {"x"}, k), vd = output(data, {"data"}, k),
                            vs = output(scale, {"scale", DType::e8m0}, k);
           nb::gil_scoped_release nogil;
-          fp4moe::quantize_mxfp4(vx, vd, vs);
+          fp4moe::quantize_mxfp4(vx, vd, vs, as_stream(stream));
         },
-        "x"_a, "data"_a, "scale"_a);
+        "x"_a, "data"_a, "scale"_a, "stream"_a);
   m.def("dequantize_mxfp4",
-        [](nb::handle data, nb::handle scale, nb::handle out) {
+        [](nb::handle data, nb::handle scale, nb::handle out, uintptr_t stream) {
           Keep k;
           const TensorView vd = input(data, {"data"}, k), vs = input(scale, {"scale", DType::e8m0}, k),
                            vo = output(out, {"out"}, k);
           nb::gil_scoped_release nogil;
-          fp4moe::dequantize_mxfp4(vd, vs, vo);
+          fp4moe::dequantize_mxfp4(vd, vs, vo, as_stream(stream));
         },
-        "data"_a, "scale"_a, "out"_a);
+        "data"_a, "scale"_a, "out"_a, "stream"_a);
   m.def("swizzle_scales",
-        [](nb::handle scale, nb::handle swizzled) {
+        [](nb::handle scale, nb::handle swizzled, uintptr_t stream) {
           Keep k;
           const TensorView vs = input(scale, {"scale"}, k), vz = output(swizzled, {"swizzled"}, k);
           nb::gil_scoped_release nogil;
-          fp4moe::swizzle_scales(vs, vz);
+          fp4moe::swizzle_scales(vs, vz, as_stream(stream));
         },
-        "scale"_a, "swizzled"_a);
+        "scale"_a, "swizzled"_a, "stream"_a);
   m.def("unswizzle_scales",
-        [](nb::handle swizzled, nb::handle scale) {
+        [](nb::handle swizzled, nb::handle scale, uintptr_t stream) {
           Keep k;
           const TensorView vz = input(swizzled, {"swizzled"}, k), vs = output(scale, {"scale"}, k);
           nb::gil_scoped_release nogil;
-          fp4moe::unswizzle_scales(vz, vs);
+          fp4moe::unswizzle_scales(vz, vs, as_stream(stream));
         },
-        "swizzled"_a, "scale"_a);
+        "swizzled"_a, "scale"_a, "stream"_a);
 
   // --- routing -------------------------------------------------------------
   m.def("route",

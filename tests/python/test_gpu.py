@@ -143,6 +143,73 @@ def test_cupy_arrays_work():
     np.testing.assert_array_equal(cupy.asnumpy(scale), ref_s)
 
 
+def _bytes(t):
+    t = t.detach().cpu()
+    return (t.view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t).numpy()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_formats_cuda_equal_cpu_on_special_values(dtype):
+    """The GPU and the CPU functions on the same tensor, NaN of both signs, infinities,
+    signed zeros, subnormals and huge blocks included; the GPU on a side stream."""
+    x = torch.randn(6, 3, 96) * torch.logspace(-40, 30, 96, base=2.0)
+    x[0, 0, :6] = torch.tensor([float("nan"), -float("nan"), float("inf"), -float("inf"), -0.0, 1e-42])
+    x[1, 1, :32] = float("nan")
+    x[2, 2, 32:64] = 0.0
+    x[3, 0, 64:] = 1e30
+    x = x.to(dtype)
+    x_gpu = x.to(DEV)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # allocations and kernels on s, torch's current stream here
+        nv_gpu = fp4moe.quantize_nvfp4(x_gpu, 448 * 6 / 7.0)
+        mx_gpu = fp4moe.quantize_mxfp4(x_gpu)
+        back_gpu = fp4moe.dequantize_nvfp4(*nv_gpu, 7.0 / (448 * 6))
+        mback_gpu = fp4moe.dequantize_mxfp4(*mx_gpu)
+        sw_gpu = fp4moe.swizzle_scales(nv_gpu[1])
+    s.synchronize()
+    nv_cpu = fp4moe.quantize_nvfp4(x, 448 * 6 / 7.0)
+    mx_cpu = fp4moe.quantize_mxfp4(x)
+    for g, c in zip(nv_gpu + mx_gpu, nv_cpu + mx_cpu):
+        assert g.is_cuda and not c.is_cuda
+        np.testing.assert_array_equal(_bytes(g), _bytes(c))
+    # NaN equals NaN here: dequantized NaN payloads are the hardware's
+    np.testing.assert_array_equal(back_gpu.cpu().numpy(), fp4moe.dequantize_nvfp4(*nv_cpu, 7.0 / (448 * 6)).numpy())
+    np.testing.assert_array_equal(mback_gpu.cpu().numpy(), fp4moe.dequantize_mxfp4(*mx_cpu).numpy())
+    np.testing.assert_array_equal(_bytes(sw_gpu), _bytes(fp4moe.swizzle_scales(nv_cpu[1])))
+
+
+def test_dequantize_cuda_equal_cpu_on_every_code():
+    g = torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 30)))
+    data = torch.randint(0, 256, (5, 7, 64), dtype=torch.uint8, generator=g)
+    scale16 = torch.randint(0, 256, (5, 7, 8), dtype=torch.uint8, generator=g)  # NaN codes 0x7F/0xFF too
+    scale32 = torch.randint(0, 256, (5, 7, 4), dtype=torch.uint8, generator=g)  # 0xFF is NaN
+    for dq in (1.0, 1e-30, 3e30):
+        np.testing.assert_array_equal(fp4moe.dequantize_nvfp4(data.to(DEV), scale16.to(DEV), dq).cpu().numpy(),
+                                      fp4moe.dequantize_nvfp4(data, scale16, dq).numpy())
+    np.testing.assert_array_equal(fp4moe.dequantize_mxfp4(data.to(DEV), scale32.to(DEV)).cpu().numpy(),
+                                  fp4moe.dequantize_mxfp4(data, scale32).numpy())
+
+
+def test_formats_explicit_stream_and_bad_devices():
+    x = torch.randn(4, 64, device=DEV)
+    s = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    data, scale = fp4moe.quantize_nvfp4(x, 100.0, stream=s)  # an object with .cuda_stream
+    d2, s2 = fp4moe.quantize_mxfp4(x, stream=s.cuda_stream)  # an int cudaStream_t
+    torch.cuda.synchronize()
+    ref_d, ref_s = oracle.quantize_nvfp4(x.cpu().numpy(), np.float32(100.0))
+    np.testing.assert_array_equal(data.cpu().numpy(), ref_d)
+    np.testing.assert_array_equal(_bytes(scale), ref_s)
+    np.testing.assert_array_equal(d2.cpu().numpy(), oracle.quantize_mxfp4(x.cpu().numpy())[0])
+    with pytest.raises(ValueError, match="scale"):  # data on the GPU, scale on the host
+        fp4moe.dequantize_nvfp4(data, scale.cpu(), 0.01)
+    with pytest.raises(ValueError, match="data"):
+        fp4moe.dequantize_nvfp4(data[:, :31], scale, 0.01)
+    with pytest.raises(ValueError, match="stream"):
+        fp4moe.quantize_nvfp4(x, 1.0, stream="fast")
+
+
 # ---------------------------------------------------------------------------
 # The layer
 # ---------------------------------------------------------------------------
