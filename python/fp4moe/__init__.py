@@ -9,6 +9,8 @@ a framework is imported only when one of its tensors was passed in.
 FP8 scales may be ``float8_e4m3fn`` (``float8_e8m0fnu`` for MXFP4) tensors or
 ``uint8`` tensors holding the same bytes.
 
+Work runs where the tensors are. A layer lives where its weights are unless device= says
+otherwise (PyTorch's rule; see MoELayer); the format functions run where their input is.
 CUDA work runs on the caller's stream: PyTorch's current stream for torch tensors,
 CuPy's current stream for CuPy arrays, else the ``stream=`` argument (an int
 ``cudaStream_t``, or an object with ``.cuda_stream`` or ``.ptr``), else the default
@@ -20,6 +22,7 @@ Formats and semantics: SPEC.md (§2 block formats, §3 checkpoint layout, §4 th
 from __future__ import annotations
 
 import numbers
+import os
 import sys
 from typing import Any, Optional, Sequence, Tuple
 
@@ -344,6 +347,15 @@ _QUANT = {  # quant= -> (weight format, activation quantization)
 }
 
 
+def _current_cuda_device() -> int:
+    """PyTorch's current CUDA device when torch is in use (torch.cuda.set_device), else -1:
+    the core then takes the CUDA runtime's current device."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return int(torch.cuda.current_device())
+    return -1
+
+
 def _device_id(device: Any) -> Tuple[Optional[str], int]:
     """device= -> ("cpu" | "cuda" | None, CUDA ordinal or -1)."""
     if device is None:
@@ -378,8 +390,17 @@ class MoELayer:
       expert or -1 (expert parallelism);
     - max_num_tokens: the most tokens one call takes; the workspace for it is allocated
       here, on the layer's device, so calls neither allocate nor synchronise;
-    - backend: "auto" or a name from fp4moe.backends(); device: None (where the weights
-      are / the current device), "cpu", "cuda", "cuda:N" or an int.
+    - device: where the layer runs. None (the default) means where the weights are, as
+      in PyTorch: CUDA weights give a layer on their CUDA device, host weights (NumPy,
+      CPU torch tensors) a layer on the CPU. "cuda", "cuda:N" or an int put the layer on
+      that GPU ("cuda": the weights' device when they are on one, else the current
+      device, PyTorch's when torch is in use), copying host weights there; "cpu" copies CUDA weights to the host. Inputs
+      and outputs of calls must then live on the layer's device (.device says which).
+    - backend: "auto" (the best backend of fp4moe.backends() for the layer's device that
+      serves the layer; FP4MOE_BACKEND, when it names a backend of that device, instead)
+      or a name from fp4moe.backends(). A named backend decides the device when device is
+      None (backend="cuda" with host weights copies them to the GPU) and must run on the
+      given device otherwise.
 
     top_k (optional): the number of experts per token. The C++ layer is prepared for
     one top_k. When given, the layer is prepared here, once. When not, it is prepared
@@ -425,6 +446,9 @@ class MoELayer:
                 if v is not None:
                     raise ValueError(f"{name}: got a value, need None for quant='mxfp4' (no global scale)")
         self._kind, dev = _device_id(device)
+        if self._kind is None and backend == "auto":  # where the weights are
+            on_cuda, weights_dev = _on_cuda(w13)
+            self._kind, dev = ("cuda", weights_dev) if on_cuda else ("cpu", -1)
         self._weights = dict(
             w13=_arg(w13, name="w13"), w13_scale=_arg(w13_scale, sdt, "w13_scale"),
             w13_scale_2=scalar_or_tensor(w13_scale_2, "w13_scale_2"),
@@ -441,6 +465,8 @@ class MoELayer:
         self._max_num_tokens = int(max_num_tokens)
         self._max_batched_tokens = 0 if max_batched_tokens is None else int(max_batched_tokens)
         self._backend = self._pick_backend(backend)
+        if self._device < 0 and not _on_cuda(w13)[0] and self._backend_device(self._backend) == "cuda":
+            self._device = _current_cuda_device()  # host weights to "the current device"
         self.hidden = 2 * half_h
         self.intermediate = two_i // 2
         self.num_experts = num_experts
@@ -452,20 +478,38 @@ class MoELayer:
             self._weights = None
 
     def _pick_backend(self, backend: str) -> str:
-        if self._kind != "cpu" or backend != "auto":
-            return backend
-        # device="cpu": the first CPU backend of the ladder that serves this layer
+        """The backend to prepare with, for the device kind self._kind ("cpu", "cuda" or
+        None: a named backend decides)."""
+        listed = {b["name"]: b for b in _C.backends()}
+        if backend != "auto":
+            b = listed.get(backend)
+            if self._kind is not None and b is not None and b["device"] != self._kind:
+                raise ValueError(f"device: got {self._kind!r}, but backend {backend!r} runs on "
+                                 f"{b['device']!r}; need a {self._kind} backend or device=None")
+            return backend  # unknown or unavailable names: the core says why
+        # "auto" on a device: the first backend of the ladder for that device that can run
+        # here and serves this layer; FP4MOE_BACKEND first when it names one of them
+        forced = os.environ.get("FP4MOE_BACKEND", "")
+        if forced in listed and listed[forced]["device"] == self._kind:
+            return forced
         why = []
-        for b in _C.backends():
-            if b["device"] != "cpu" or not b["available"]:
+        for b in listed.values():  # best first
+            if b["device"] != self._kind:
                 continue
-            try:
+            if not b["available"]:
+                why.append(f"{b['name']}: {b['reason']}")
+                continue
+            try:  # a ValueError (a bad layer argument) is every backend's: raised as it is
                 _C.select_backend(requested=b["name"], top_k=1, **self._desc)
                 return b["name"]
-            except (ValueError, RuntimeError) as e:
+            except RuntimeError as e:
                 why.append(f"{b['name']}: {e}")
-        raise RuntimeError("device: got 'cpu', but no CPU backend serves this layer" +
+        raise RuntimeError(f"device: got {self._kind!r}, but no {self._kind} backend serves this layer" +
                            (" (" + "; ".join(why) + ")" if why else ""))
+
+    @staticmethod
+    def _backend_device(name: str) -> Optional[str]:
+        return next((b["device"] for b in _C.backends() if b["name"] == name), None)
 
     def _prepare(self, top_k: int) -> Any:
         return _C.Layer(**self._weights, **self._desc, top_k=top_k, backend=self._backend,
@@ -599,6 +643,10 @@ def load_layer(path: Any, layer: int, **kwargs: Any) -> "MoELayer":
     H, I, E, top_k, the format, the activation and the routing come from its config.json
     (and hf_quant_config.json). kwargs go to MoELayer (quant="w4a4" for NVFP4 activations,
     which needs the checkpoint's input_scale; backend, device, max_num_tokens, ...).
+
+    The tensors are read into host memory (NumPy), so by MoELayer's rule (device=None:
+    where the weights are) the layer runs on the CPU unless device= says otherwise:
+    device="cuda" (or "cuda:N", an int, or backend="cuda") copies them to the GPU.
 
     The returned MoELayer also carries what routing the model's own way needs:
     ``.routing`` (dict: method, renormalize, n_group, topk_group, routed_scaling_factor,

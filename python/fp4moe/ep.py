@@ -23,7 +23,7 @@ import sys
 from typing import Any, Optional, Tuple
 
 from . import _C
-from . import _QUANT, _arg, _empty, _full, _shape, _stream  # shared tensor plumbing
+from . import _QUANT, _arg, _empty, _full, _on_cuda, _shape, _stream  # shared tensor plumbing
 
 __all__ = ["available", "why_unavailable", "nccl_version", "unique_id", "local_experts", "EpLayer"]
 
@@ -73,7 +73,10 @@ class EpLayer:
 
     Communicator, one of: process_group= (torch.distributed), unique_id= with rank= and
     world=, or comm= (an existing ncclComm_t as an int, e.g. from your framework; it must
-    outlive the layer). device: this rank's GPU (default: the current device).
+    outlive the layer). device: this rank's GPU; None (the default): the GPU the weights
+    are on, as for fp4moe.MoELayer, or for host weights the current device (PyTorch's;
+    rank % the number of visible GPUs without torch). EP layers always run on a GPU:
+    host weights are copied there.
 
     mode: "all_to_all" | "all_reduce". dispatch: "bf16" | "nvfp4" (W4A4 only, ~3.5x fewer
     bytes); combine: "f32" (exact: bit-identical to one GPU) | "bf16". Capacities, fixed
@@ -107,12 +110,16 @@ class EpLayer:
         elif unique_id is None or rank is None or world is None:
             raise ValueError("process_group / unique_id: got neither, need process_group= or "
                              "unique_id= with rank= and world= (or comm=)")
-        if device is None:
-            try:
-                import torch
-                device = torch.cuda.current_device()
-            except ImportError:
-                device = int(rank) % max(1, int(_C.build_info()["cuda_device_count"]))
+        if device is None:  # the weights' GPU (MoELayer's rule), else the current one
+            on_cuda, weights_device = _on_cuda(w13)
+            if on_cuda:
+                device = weights_device
+            else:
+                try:
+                    import torch
+                    device = torch.cuda.current_device()
+                except ImportError:
+                    device = int(rank) % max(1, int(_C.build_info()["cuda_device_count"]))
         sdt = "e8m0" if weight_format == "mxfp4" else "e4m3"
 
         def scalar_or_tensor(v: Any, name: str) -> Any:

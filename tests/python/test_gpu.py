@@ -255,6 +255,34 @@ def test_mxfp4_swiglu_cuda(gate_up):
     _close(layer(x, w, ids), torch_moe(x, w, ids, deq, activation="swiglu_oai"))
 
 
+def test_layer_device_follows_the_weights():
+    """device=None: where the weights are (NumPy -> CPU even with a GPU present, CUDA
+    tensors -> their GPU); device="cuda" or backend="cuda" moves host weights; "cpu"
+    brings CUDA weights to the host."""
+    rng = np.random.default_rng()
+    ck, deq = oracle.make_nvfp4_weights(rng, E, H, I)
+    names = ("w13", "w13_scale", "w13_scale_2", "w2", "w2_scale", "w2_scale_2")
+    host_args = [ck[n] for n in names]
+    cuda_args = [_t(ck[n]) for n in names]
+    kw = dict(top_k=K, max_num_tokens=T)
+    host = fp4moe.MoELayer(*host_args, **kw)
+    assert host.device == "cpu" and host.backend != "cuda"
+    x = rng.standard_normal((T, H)).astype(np.float32)
+    ids = np.stack([rng.permutation(E)[:K] for _ in range(T)]).astype(np.int32)
+    w = rng.uniform(0.1, 1, (T, K)).astype(np.float32)
+    ref = torch.from_numpy(host(x, w, ids)).to(DEV)
+    for layer in (fp4moe.MoELayer(*host_args, device="cuda", **kw),
+                  fp4moe.MoELayer(*host_args, backend="cuda", **kw),
+                  fp4moe.MoELayer(*cuda_args, **kw)):
+        assert layer.device == f"cuda:{torch.cuda.current_device()}" and layer.backend == "cuda"
+        _close(layer(_t(x), _t(w), _t(ids)), ref)
+    back = fp4moe.MoELayer(*cuda_args, device="cpu", **kw)
+    assert back.device == "cpu"
+    _close(torch.from_numpy(back(x, w, ids)).to(DEV), ref)
+    with pytest.raises(ValueError, match="device"):
+        fp4moe.MoELayer(*host_args, device="cpu", backend="cuda", **kw)
+
+
 def test_in_place_out_accumulate_and_stream():
     g = torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 30)))
     layer, deq, _ = _nvfp4(top_k=K)

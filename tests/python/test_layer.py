@@ -177,6 +177,33 @@ def test_info_and_backends():
     assert any(b["available"] and b["device"] == "cpu" for b in info["backends"])
 
 
+def test_device_follows_the_weights():
+    """device=None: where the weights are. NumPy weights make a CPU layer on the best CPU
+    backend even where a GPU is (test_gpu.py checks the GPU side); device="cuda" asks for
+    a GPU and fails without one; a named backend must run on the given device."""
+    rng = np.random.default_rng()
+    layer, _, _, _ = _nvfp4_layer(rng, top_k=K)
+    cpu_backends = [b["name"] for b in fp4moe.backends() if b["device"] == "cpu" and b["available"]]
+    assert layer.device == "cpu" and layer.backend == cpu_backends[0]
+    if not any(b["device"] == "cuda" and b["available"] for b in fp4moe.backends()):
+        with pytest.raises(RuntimeError, match="device"):
+            _nvfp4_layer(rng, device="cuda", top_k=K)
+    with pytest.raises(ValueError, match="device"):
+        _nvfp4_layer(rng, device="cpu", backend="cuda", top_k=K)  # listed even when not built
+    with pytest.raises(ValueError, match="device"):
+        _nvfp4_layer(rng, device="cuda", backend=cpu_backends[0], top_k=K)
+
+
+def test_fp4moe_backend_picks_among_the_devices_backends(monkeypatch):
+    rng = np.random.default_rng()
+    monkeypatch.setenv("FP4MOE_BACKEND", "reference")
+    layer, _, deq, _ = _nvfp4_layer(rng, top_k=K)
+    assert layer.backend == "reference" and layer.device == "cpu"
+    x = rng.standard_normal((T, H)).astype(np.float32)
+    w, ids = _routing(rng)
+    _check(layer(x, w, ids), oracle.moe(x, w, ids, deq))
+
+
 def test_device_cpu_and_named_backend():
     rng = np.random.default_rng()
     cpu = next(b["name"] for b in fp4moe.backends() if b["device"] == "cpu" and b["available"])
