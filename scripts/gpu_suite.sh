@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole GPU suite, run on the GPU machine from the repository root:
-#   bash scripts/gpu_suite.sh [stages...]    stages: tests sanitize bench python (default), compare, ep
+#   bash scripts/gpu_suite.sh [stages...]    stages: tests sanitize bench python (default), compare, profile, ep
 # Binaries come prebuilt (scripts/build_gpu_carry.sh puts them in .carry/bin), or are built
 # here into build-gpu when .carry/bin is absent. Logs go to $OUT (or ./gpu-out).
 set -uo pipefail
@@ -53,12 +53,26 @@ for stage in $stages; do
       fi ;;
     compare)
       # GEMM paths side by side on the decode-to-prefill range (no check: speed only)
-      for gemm in fast splitk; do
+      for gemm in ${COMPARE_GEMMS:-fast splitk stream}; do
         FP4MOE_GEMM=$gemm timeout ${BENCH_TIMEOUT:-900} "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} \
-          --tokens ${COMPARE_TOKENS:-1,8,32,128,512} --no-check --no-baseline --json "$OUT/compare-$gemm.json" \
+          --tokens ${COMPARE_TOKENS:-1,8,32,128,512} --iters ${COMPARE_ITERS:-50} --no-check --no-baseline --json "$OUT/compare-$gemm.json" \
           >"$OUT/compare-$gemm.log" 2>&1
         note "compare $gemm rc=$?"
         grep -E "^ +[0-9]+ " "$OUT/compare-$gemm.log" | sed "s/^/  $gemm /"
+      done ;;
+    profile)
+      # Per-kernel durations of one forward (ncu, one pass: gpu__time_duration only), per GEMM
+      # path and token count: where the layer's time goes.
+      for gemm in ${PROFILE_GEMMS:-fast stream}; do
+        for tok in ${PROFILE_TOKENS:-1 32}; do
+          FP4MOE_GEMM=$gemm timeout ${PROFILE_TIMEOUT:-120} ncu --clock-control none --metrics gpu__time_duration.sum \
+            --kernel-name regex:'^(?!.*(gemm_bf16|cutlass|xmma|Kernel|copy16|fill_random)).*' --launch-skip 0 \
+            --launch-count ${PROFILE_LAUNCHES:-40} --csv --print-units base \
+            "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} --tokens $tok --iters 1 --copies 1 --no-check \
+            --no-baseline >"$OUT/profile-$gemm-$tok.csv" 2>"$OUT/profile-$gemm-$tok.err"
+          note "profile $gemm T=$tok rc=$?"
+          python3 scripts/ncu_breakdown.py "$OUT/profile-$gemm-$tok.csv" | tail -12
+        done
       done ;;
     ep)
       # two or more GPUs: the EP tests and the EP benchmark
