@@ -265,7 +265,12 @@ void expect_matches(const EpCase& c, const std::vector<float>& ref, const Ranges
                          << ranges[r].first + int64_t(first) / H << " column " << first % H << ": got "
                          << res[r].out[first] << ", single GPU " << want[first];
     } else {
-      EXPECT_LE(rel_l2(res[r].out, want), tolerance(c.moe));
+      // A bf16 return rounds each expert output y once before the weighted sum: a relative
+      // error of at most 2^-9 per y (seen on the H200: 1.7e-3 on qwen3-30b shapes), which the
+      // combine's cancellations can enlarge relative to the output; 2^-8 on top of the
+      // layer's own tolerance bounds it.
+      const double extra = c.combine == ep::WireDType::bf16 ? 1.0 / 256 : 0.0;
+      EXPECT_LE(rel_l2(res[r].out, want), tolerance(c.moe) + extra);
     }
   }
 }
