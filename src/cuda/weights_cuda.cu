@@ -2,6 +2,8 @@
 // layout of gemm_internal.hpp, where the layout and its index functions are written down).
 // Load time: builds the layout on the host, then one cudaMemcpy per array.
 #include <algorithm>
+#include <exception>
+#include <thread>
 #include <vector>
 
 #include "cuda/common/check.hpp"
@@ -39,7 +41,11 @@ HostMatrix build_matrix(const char* name, const std::vector<uint8_t>& data,
   m.q.assign(size_t(E) * (N / kFragRows) * (Kp / kFragK) * kFragWords, 0u);
   m.scale.assign(size_t(E) * (N / kFragRows) * (Kp / kFragK) * frag_scale_bytes(block), 0u);
   m.epi.resize(size_t(E));
-  for (int64_t e = 0; e < E; ++e) {
+  // Experts are independent (each writes its own q, scale and epi ranges): contiguous
+  // chunks of experts on up to hardware_concurrency threads. A failing expert's error is
+  // rethrown after all threads end, the lowest expert's first, so the message does not
+  // depend on the thread count.
+  auto build_expert = [&](int64_t e) {
     const uint8_t* d = data.data() + e * N * (K / 2);
     const uint8_t* s = scale.data() + e * N * cols;
     // MXFP4 fold: largest and smallest code over blocks that hold a non-zero value.
@@ -91,7 +97,21 @@ HostMatrix build_matrix(const char* name, const std::vector<uint8_t>& data,
         m.scale[frag_scale(e, n, c * block, N, Kp, block)] = code;
       }
     }
-  }
+  };
+  const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(E, 64));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      try {
+        for (int64_t e = E * t / threads; e < E * (t + 1) / threads; ++e) build_expert(e);
+      } catch (...) {
+        errors[size_t(t)] = std::current_exception();
+      }
+    });
+  for (std::thread& th : pool) th.join();
+  for (const std::exception_ptr& err : errors)
+    if (err) std::rethrow_exception(err);
   return m;
 }
 
