@@ -9,7 +9,8 @@ mkdir -p "$OUT"
 BIN=.carry/bin
 stages=${*:-tests sanitize bench python}
 # sanitize: SANITIZE_FILTER picks the tests (default: every CUDA test but the full-size layers),
-# SANITIZE_TIMEOUT bounds each tool; racecheck over the whole table needs several minutes.
+# SANITIZE_TOOLS (memcheck racecheck), SANITIZE_SHARDS processes per tool, SANITIZE_TIMEOUT each.
+# Logs are bundled into $OUT/logs-<pid>.tgz at the end (the device tool returns few files).
 status=0
 summary=()
 
@@ -25,21 +26,54 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --fo
 for stage in $stages; do
   case $stage in
     tests)
-      timeout ${TESTS_TIMEOUT:-900} "$BIN/fp4moe_tests" ${TESTS_FILTER:+--gtest_filter=$TESTS_FILTER} >"$OUT/tests.log" 2>&1
-      rc=$?
-      grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/tests.log" | tail -40
-      grep -E "^\[  FAILED  \]" "$OUT/tests.log" | head -40
-      note "tests rc=$rc $(grep -cE '^\[       OK \]' "$OUT/tests.log") ok, $(grep -E '^\[  PASSED  \]' "$OUT/tests.log")"
-      [ $rc -eq 0 ] || status=1 ;;
+      # TESTS_SHARDS processes (GoogleTest sharding) at once, spread over the visible GPUs.
+      shards=${TESTS_SHARDS:-1}
+      ngpu=$(nvidia-smi -L | wc -l)
+      pids=()
+      for ((i = 0; i < shards; i++)); do
+        (
+          [ "$ngpu" -gt 1 ] && [ "$shards" -gt 1 ] && export CUDA_VISIBLE_DEVICES=$((i % ngpu))
+          GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout ${TESTS_TIMEOUT:-900} "$BIN/fp4moe_tests" \
+            ${TESTS_FILTER:+--gtest_filter=$TESTS_FILTER} >"$OUT/tests-$i.log" 2>&1
+          echo "rc=$?" >>"$OUT/tests-$i.log"
+        ) &
+        pids+=($!)
+      done
+      wait "${pids[@]}"
+      for ((i = 0; i < shards; i++)); do
+        f="$OUT/tests-$i.log"
+        rc=$(grep -E '^rc=' "$f" | tail -1 | cut -d= -f2)
+        grep -E "^\[  FAILED  \]" "$f" | head -20
+        note "tests shard $i/$shards rc=$rc $(grep -cE '^\[       OK \]' "$f") ok, $(grep -E '^\[  (PASSED|FAILED)  \]' "$f" | head -2 | tr '\n' ' ')"
+        [ "$rc" = 0 ] || status=1
+      done ;;
     sanitize)
-      for tool in memcheck racecheck; do
-        timeout ${SANITIZE_TIMEOUT:-1200} compute-sanitizer --tool $tool --error-exitcode 9 \
-          "$BIN/fp4moe_tests" --gtest_filter="${SANITIZE_FILTER:-*Cuda*:-*full_*}" --gtest_brief=1 \
-          >"$OUT/$tool.log" 2>&1
-        rc=$?
-        tail -5 "$OUT/$tool.log"
-        note "$tool rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1)"
-        [ $rc -eq 0 ] || status=1
+      # SANITIZE_SHARDS processes per tool (GoogleTest sharding), all at once, spread over
+      # the visible GPUs: racecheck over the whole table takes over 7 minutes in one process.
+      shards=${SANITIZE_SHARDS:-1}
+      ngpu=$(nvidia-smi -L | wc -l)
+      pids=()
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+        for ((i = 0; i < shards; i++)); do
+          (
+            [ "$ngpu" -gt 1 ] && export CUDA_VISIBLE_DEVICES=$((i % ngpu))
+            GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout ${SANITIZE_TIMEOUT:-1200} \
+              compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/fp4moe_tests" \
+              --gtest_filter="${SANITIZE_FILTER:-*Cuda*:-*full_*}" --gtest_brief=1 >"$OUT/$tool-$i.log" 2>&1
+            echo "rc=$?" >>"$OUT/$tool-$i.log"
+          ) &
+          pids+=($!)
+        done
+      done
+      wait "${pids[@]}"
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+        for ((i = 0; i < shards; i++)); do
+          f="$OUT/$tool-$i.log"
+          rc=$(grep -E '^rc=' "$f" | tail -1 | cut -d= -f2)
+          note "$tool shard $i/$shards rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1) $(grep -E '^\[  (PASSED|FAILED)  \]' "$f" | head -2 | tr '\n' ' ')"
+          grep -E '^\[  FAILED  \]' "$f" | head -5
+          [ "$rc" = 0 ] || status=1
+        done
       done ;;
     bench)
       if [ -x "$BIN/fp4moe" ]; then
@@ -95,5 +129,10 @@ for stage in $stages; do
 done
 echo
 echo "==== GPU suite summary"
-printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" | tee "$OUT/summary-$$.txt"
+# The device tool returns a few files only: bundle the logs (BUNDLE=0 keeps them loose).
+if [ "${BUNDLE:-1}" = 1 ]; then
+  (cd "$OUT" && find . -maxdepth 1 -type f \( -name '*.log' -o -name '*.csv' -o -name '*.err' -o -name '*.txt' \) \
+     ! -name "summary-$$.txt" -print0 | tar --null -czf "logs-$$.tgz" --remove-files -T - 2>/dev/null)
+fi
 exit $status
