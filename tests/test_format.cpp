@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -602,6 +603,86 @@ TEST(FormatMxfp4, QuantizeMatchesOracleBitExact) {
     ASSERT_EQ(scale, want.scale) << "trial " << trial;
     ASSERT_EQ(data, want.data) << "trial " << trial;
   }
+}
+
+// ===========================================================================
+// NaN in activations
+// ===========================================================================
+// NaN has no e2m1 code (SPEC §1): it makes its token's output undefined, yet host and
+// device quantizers must write the same bytes. A block's amax skips NaN elements, quiet
+// or signalling, of either sign, wherever they sit; the NaN element encodes to +6. (glibc's
+// fmaxf returns NaN for a signalling NaN operand, IEEE 754-2008 maxNum, so an fmaxf chain
+// forgot every element before one; CUDA's fmaxf skips it.) Checked for every position of
+// the NaN and of the block's largest element, against the oracle on the block with the
+// NaN replaced by 0.
+const uint32_t kNaNs[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u, 0x7FA5A5A5u};
+
+// Nibble i of packed data (low nibble first) set to code.
+void set_nibble(std::vector<uint8_t>& data, int i, uint8_t code) {
+  uint8_t& b = data[size_t(i / 2)];
+  b = uint8_t(i % 2 ? (b & 0x0F) | (code << 4) : (b & 0xF0) | code);
+}
+
+std::string nan_case(uint32_t bits, int p, int m) {
+  char s[64];
+  std::snprintf(s, sizeof s, "NaN 0x%08X at %d, amax at %d", bits, p, m);
+  return s;
+}
+
+TEST(FormatNvfp4, NaNElementsDoNotRaiseAmax) {
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (uint32_t bits : kNaNs)
+    for (int p = 0; p < 16; ++p)
+      for (int m = 0; m < 16; ++m) {
+        if (m == p) continue;
+        std::vector<float> x(16);
+        for (float& v : x) v = normal(rng);
+        x[size_t(m)] = 6.0f * (normal(rng) < 0 ? -1.0f : 1.0f);  // the block's amax (scale 358.4, not saturated)
+        const float gs = 2688.0f / 7.5f;
+        x[size_t(p)] = 0.0f;
+        Quantized want = oracle_nvfp4(x, 1, 16, gs);
+        set_nibble(want.data, p, 7);
+        std::vector<float> fq_want(16);
+        detail::nvfp4_fake_quant(x.data(), 16, gs, 1.0f / gs, fq_want.data());
+        x[size_t(p)] = bits_f32(bits);
+        Quantized got{std::vector<uint8_t>(8), std::vector<uint8_t>(1)};
+        detail::nvfp4_quantize_rows(x.data(), 1, 16, gs, got.data.data(), got.scale.data());
+        SCOPED_TRACE(nan_case(bits, p, m));
+        ASSERT_EQ(got.scale, want.scale);
+        ASSERT_EQ(got.data, want.data);
+        // the W4A4 round trip (reference and CPU backend): the other elements as without the NaN
+        std::vector<float> fq(16);
+        detail::nvfp4_fake_quant(x.data(), 16, gs, 1.0f / gs, fq.data());
+        for (int i = 0; i < 16; ++i)
+          if (i != p) ASSERT_EQ(fq[size_t(i)], fq_want[size_t(i)]) << "fake quant element " << i;
+      }
+}
+
+TEST(FormatMxfp4, NaNElementsDoNotRaiseAmax) {
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (uint32_t bits : kNaNs)
+    for (int p = 0; p < 32; ++p)
+      for (int m = 0; m < 32; ++m) {
+        if (m == p) continue;
+        std::vector<float> x(32);
+        for (float& v : x) v = normal(rng);
+        x[size_t(m)] = 8.0f * (normal(rng) < 0 ? -1.0f : 1.0f);
+        x[size_t(p)] = 0.0f;
+        Quantized want = oracle_mxfp4(x, 1, 32);
+        set_nibble(want.data, p, 7);
+        x[size_t(p)] = bits_f32(bits);
+        Quantized got{std::vector<uint8_t>(16), std::vector<uint8_t>(1)};
+        detail::mxfp4_quantize_rows(x.data(), 1, 32, got.data.data(), got.scale.data());
+        SCOPED_TRACE(nan_case(bits, p, m));
+        ASSERT_EQ(got.scale, want.scale);
+        ASSERT_EQ(got.data, want.data);
+      }
 }
 
 // y = x / 2^e is exact and |y| < 2^(floor(log2 amax) + 1 - e) = 8, so the error is at most

@@ -174,6 +174,19 @@ FP4MOE_HD uint16_t f16_from_f32(float x) {
 }
 
 // ---------------------------------------------------------------------------
+// Block amax (SPEC §2 amax = max |x_i|), one element at a time from amax = 0:
+// amax = amax_update(amax, x_i). A NaN element, quiet or signalling, leaves amax as it
+// was, so the result is the largest |x_i| over the non-NaN elements, in any order.
+// A comparison and not fmaxf: glibc's fmaxf returns NaN when an operand is a signalling
+// NaN (IEEE 754-2008 maxNum), after which the chain forgets every element before it,
+// while CUDA's fmaxf skips every NaN; a NaN compares false on both.
+// ---------------------------------------------------------------------------
+FP4MOE_HD float amax_update(float amax, float x) {
+  const float a = fabsf(x);
+  return a > amax ? a : amax;
+}
+
+// ---------------------------------------------------------------------------
 // NVFP4 block quantization (SPEC §2), for one 16-element block with quantization
 // scale gs = q_scale = 1 / dq_scale:
 //   s   = e4m3_rn_sat(gs * (amax * (1/6)))

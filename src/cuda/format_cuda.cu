@@ -111,8 +111,8 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(const uint8_t* __r
 }
 
 // x (blocks * 32), data (blocks * 16), scale (blocks): one thread per MXFP4 block. The
-// amax is a thread-local fmaxf chain: order-independent, and NaN elements do not raise
-// it, exactly as in the host loop.
+// amax is a thread-local amax_update chain, the host loop's: order-independent, and NaN
+// elements, quiet or signalling, do not raise it.
 __global__ void __launch_bounds__(kThreads) mxfp4_quantize_kernel(const void* __restrict__ x, DType x_dtype,
                                                                   int64_t blocks, uint8_t* __restrict__ data,
                                                                   uint8_t* __restrict__ scale) {
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) mxfp4_quantize_kernel(const void* __
     load_f32<kMxfp4Block>(x, x_dtype, b * kMxfp4Block, v);
     float amax = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kMxfp4Block; ++j) amax = fmaxf(amax, fabsf(v[j]));
+    for (int j = 0; j < kMxfp4Block; ++j) amax = amax_update(amax, v[j]);
     const uint8_t sc = mxfp4_scale_code(amax);
     uint32_t w[4] = {0, 0, 0, 0};  // the block's 16 data bytes
 #pragma unroll

@@ -4,8 +4,8 @@
 // CPU quantizer runs, so the bytes match detail::nvfp4_quantize_rows exactly.
 //
 // One thread per 16-element NVFP4 block (or per 8 bf16 outputs): the block's amax is a
-// thread-local fmaxf chain, which is order-independent for non-NaN values and skips
-// NaN exactly like the CPU loop (fmaxf(amax, NaN) = amax).
+// thread-local amax_update chain, the CPU loop's: order-independent, and NaN elements,
+// quiet or signalling, do not raise it.
 #include <cstdint>
 
 #include "cuda/common/check.hpp"
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_rows_kernel(SrcRows s, float g
   load_row<kNvfp4Block>(s, r, b * kNvfp4Block, v);
   float amax = 0.0f;
 #pragma unroll
-  for (int j = 0; j < kNvfp4Block; ++j) amax = fmaxf(amax, fabsf(v[j]));
+  for (int j = 0; j < kNvfp4Block; ++j) amax = amax_update(amax, v[j]);
   const uint8_t sc = nvfp4_scale_code(amax, gs);
   const float inv = nvfp4_inv_scale(sc, gs);
   uint32_t lo = 0, hi = 0;  // bytes 0-3 and 4-7 of the block's 8 data bytes

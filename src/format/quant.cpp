@@ -13,7 +13,7 @@ void nvfp4_quantize_rows(const float* x, int64_t rows, int64_t K, float gs, uint
     for (int64_t b = 0; b < nb; ++b) {
       const float* xb = x + r * K + b * kNvfp4Block;
       float amax = 0.0f;
-      for (int i = 0; i < kNvfp4Block; ++i) amax = fmaxf(amax, fabsf(xb[i]));
+      for (int i = 0; i < kNvfp4Block; ++i) amax = amax_update(amax, xb[i]);
       const uint8_t s = nvfp4_scale_code(amax, gs);
       const float inv = nvfp4_inv_scale(s, gs);
       scale[r * nb + b] = s;
@@ -43,7 +43,7 @@ void nvfp4_fake_quant(const float* x, int64_t K, float gs, float dq, float* out)
   for (int64_t b = 0; b < K / kNvfp4Block; ++b) {
     const float* xb = x + b * kNvfp4Block;
     float amax = 0.0f;
-    for (int i = 0; i < kNvfp4Block; ++i) amax = fmaxf(amax, fabsf(xb[i]));
+    for (int i = 0; i < kNvfp4Block; ++i) amax = amax_update(amax, xb[i]);
     const uint8_t s = nvfp4_scale_code(amax, gs);
     const float inv = nvfp4_inv_scale(s, gs);
     const float sv = e4m3_to_f32(s);
@@ -63,7 +63,7 @@ void mxfp4_quantize_rows(const float* x, int64_t rows, int64_t K, uint8_t* data,
     for (int64_t b = 0; b < nb; ++b) {
       const float* xb = x + r * K + b * kMxfp4Block;
       float amax = 0.0f;
-      for (int i = 0; i < kMxfp4Block; ++i) amax = fmaxf(amax, fabsf(xb[i]));
+      for (int i = 0; i < kMxfp4Block; ++i) amax = amax_update(amax, xb[i]);
       const uint8_t s = mxfp4_scale_code(amax);
       scale[r * nb + b] = s;
       uint8_t* db = data + r * (K / 2) + b * (kMxfp4Block / 2);

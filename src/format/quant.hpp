@@ -21,7 +21,8 @@ namespace fp4moe::detail {
 // ---------------------------------------------------------------------------
 // x (rows, K) f32 -> data (rows, K/2) u8, two e2m1 per byte, low nibble first;
 // scale (rows, K/16) e4m3, linear. gs = q_scale = 1 / dq_scale. The SPEC §2 canonical
-// formula, amax = fmaxf over |x| (a NaN element does not raise amax).
+// formula, amax by amax_update over the block (a NaN element, quiet or signalling, does
+// not raise amax).
 void nvfp4_quantize_rows(const float* x, int64_t rows, int64_t K, float gs, uint8_t* data,
                          uint8_t* scale);
 
