@@ -1,5 +1,5 @@
 // Internals of the CUDA grouped GEMMs shared by weights_cuda.cu (which builds the
-// layout), gemm_naive.cu and gemm_sm80.cu (which read it) and gemm_dispatch.cpp.
+// layout), gemm_naive.cu, gemm_sm80.cu and gemm_sm90.cu (which read it) and gemm_dispatch.cpp.
 // Host-includable: the index functions are FP4MOE_HD (host and device).
 //
 // ---------------------------------------------------------------------------
@@ -26,8 +26,13 @@
 // Scales: SB = 16 * 64 / block bytes per fragment block, same block order, inside
 //   [g 8][c 64/block][half 2]        c = (k % 64) / block, half = (n' % 16) / 8
 // so lane reads its 2 * 64/block bytes (rows g and g+8 of every scale column) at once.
-// NVFP4: the e4m3 code as given. MXFP4: the biased bf16 exponent of the folded scale
-// S = 2^(c_e8m0 - cmax[e] + 126), i.e. code' = c_e8m0 - cmax[e] + 253 (see below).
+// NVFP4: the block scale's magnitude as an unsigned e5m3 code' (nvfp4_prepared_code):
+// |s| = 2^(code' / 8 - 9) * (1 + (code' % 8) / 8), which holds every finite e4m3 magnitude,
+// subnormals included, as a normal number. The scale's sign is folded into the block's 16
+// e2m1 sign bits, and a zero scale zeroes the block's codes (code' 0 then), so the
+// kernels' bf16 S is one integer step away: bits = code' * 16 + (236 << 7).
+// MXFP4: the biased bf16 exponent of the folded scale S = 2^(c_e8m0 - cmax[e] + 126),
+// i.e. code' = c_e8m0 - cmax[e] + 253 (see below): bits = code' << 7.
 //
 // Scale folding (exactness, SPEC §4). Kernels multiply e2m1 * 2^-126 (the raw nibble
 // placed in a bf16's exponent/mantissa bits) by a bf16 S and get w * 2^-F exactly, with
@@ -90,10 +95,21 @@ FP4MOE_HD int64_t frag_scale(int64_t e, int64_t n, int64_t k, int N, int Kp, int
   const int r = int(n % 16), c = int((k % 64) / block);
   return frag_block_index(e, n, k, N, Kp) * frag_scale_bytes(block) + (r % 8) * (2 * cols) + c * 2 + r / 8;
 }
-// Value of a folded scale code: scale * 2^-F (see above). Exact in fp32.
+// The e5m3 code' of a finite, non-zero e4m3 block scale's magnitude (see above).
+FP4MOE_HD uint8_t nvfp4_prepared_code(uint8_t e4m3) {
+  const uint32_t u = f32_bits(fabsf(e4m3_to_f32(e4m3)));  // 2^-9 .. 448, exact in fp32
+  const int e = int(u >> 23) - 127;                      // -9 .. 8
+  const uint32_t m = (u >> 20) & 7u;                     // e4m3 values have 3 mantissa bits
+  return uint8_t(uint32_t(e + 9) << 3 | m);
+}
+// The bf16 bits of the folded scale S of a prepared code: what the kernels multiply by.
+FP4MOE_HD uint32_t folded_scale_bf16_bits(uint32_t code, int block) {
+  return block == 16 ? code * 16u + (236u << 7) : code << 7;
+}
+// Value of a folded scale code: |scale| * 2^-F (see above; the sign is in the e2m1 codes).
+// Exact in fp32.
 FP4MOE_HD float folded_scale(uint8_t code, int block) {
-  if (block == 16) return e4m3_to_f32(code) * exp2i(-kNvfp4Fold);
-  return exp2i(int(code) - 253);  // codes are >= 128 by construction: >= 2^-125
+  return bits_f32(folded_scale_bf16_bits(code, block) << 16) * exp2i(-126);
 }
 
 // h = act(g, u) of SPEC §4 in fp32 (before the bf16 rounding).
@@ -130,6 +146,10 @@ bool splitk_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream)
 // stream: likewise (false: more than 16 rows per active expert, or no scratch given).
 bool stream_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 bool stream_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+// sm90: likewise (false: fewer than 64 rows per active expert, NVFP4 activations, or the
+// device or build has no sm_90a wgmma code).
+bool sm90_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
+bool sm90_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // mma.sync path configuration (gemm_sm80.cu): a host function, testable without a GPU.
@@ -211,5 +231,33 @@ struct StreamConfig {
 StreamConfig choose_stream_config(const StreamProblem& p);
 // Scratch bytes of the stream path: the active-expert list.
 size_t stream_scratch_bytes(int64_t num_experts);
+
+// ---------------------------------------------------------------------------
+// Hopper wgmma path configuration (gemm_sm90.cu): a host function, testable without a GPU.
+// A CTA (2 warpgroups) computes 256 weight rows x token_tile tokens of one expert; grid
+// (grid_x row tiles, grid_y (expert, token tile) slots) as the fast path's.
+// ---------------------------------------------------------------------------
+inline constexpr int kSm90RowTile = 256;           // weight rows per CTA: 2 warpgroups x 2 m64 tiles
+inline constexpr int kSm90MinRowsPerExpert = 64;   // below this the fast path runs
+
+struct Sm90Problem {
+  int64_t rows_bound = 0;   // upper bound on the rows of all experts together
+  int64_t num_experts = 0;  // E_local
+  int N = 0, K = 0;         // device rows, K
+};
+struct Sm90Config {
+  bool use = false;         // false: too few rows per expert, run the fast path
+  int token_tile = 0;       // tokens per CTA = the wgmma N: 64 or 128
+  int64_t grid_x = 0;       // row tiles: ceil(N / 256)
+  int64_t tiles = 0;        // bound on (expert, token tile) pairs: sum ceil(count / token_tile)
+  int64_t grid_y = 0;       // min(tiles, 65535): CTAs loop over the tile slots
+  std::string why;
+};
+Sm90Config choose_sm90_config(const Sm90Problem& p);
+// "" when `device` runs the wgmma kernels (an sm_90 device, and this build has sm_90a code),
+// else why not. Checked once per device.
+std::string why_no_sm90(int device);
+// How many times the wgmma kernels were launched in this process (tests: proves they ran).
+int64_t sm90_launches();
 
 }  // namespace fp4moe::cuda

@@ -21,10 +21,12 @@ __device__ __forceinline__ uint32_t e4m3_scale_bf16x2(uint32_t code) {
   return ptx::pack_bf16x2(s, s);
 }
 
-// The folded weight scale S of one code (gemm_internal.hpp), as a bf16 broadcast to both halves.
-__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t code, bool mx) {
-  if (mx) return (code << 7) | (code << 23);  // the code is S's biased bf16 exponent
-  return e4m3_scale_bf16x2(code);
+// The folded weight scale S of the prepared code in byte `byte` of `word`, as a bf16
+// broadcast to both halves: one byte permute ([code, 0, code, 0]) and one integer step
+// (gemm_internal.hpp folded_scale_bf16_bits, applied to both halves at once).
+__device__ __forceinline__ uint32_t scale_pair_bf16x2(uint32_t word, int byte, bool mx) {
+  const uint32_t p = __byte_perm(word, 0u, uint32_t(byte) | 0x40u | uint32_t(byte) << 8 | 0x4000u);
+  return mx ? p << 7 : p * 16u + ((236u << 7) | (236u << 23));
 }
 
 // Threads [0, kTok) only: the row tables of token tile `tile` of expert e.
@@ -60,9 +62,9 @@ __device__ __forceinline__ void load_weight_frag(const uint8_t* frag, const uint
 __device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq, const uint2& ws, int kk, bool mx) {
   const int col = mx ? kk / 2 : kk;
   const uint32_t sbytes = mx ? ws.x : (col < 2 ? ws.x : ws.y);
-  const int sh = (col % 2) * 16;  // bytes [c][half]: column c at byte 2c (mod 4) of its word
-  const uint32_t s_g = scale_bf16x2((sbytes >> sh) & 0xFFu, mx);
-  const uint32_t s_g8 = scale_bf16x2((sbytes >> (sh + 8)) & 0xFFu, mx);
+  const int b = (col % 2) * 2;  // bytes [c][half]: column c at byte 2c (mod 4) of its word
+  const uint32_t s_g = scale_pair_bf16x2(sbytes, b, mx);
+  const uint32_t s_g8 = scale_pair_bf16x2(sbytes, b + 1, mx);
   uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
   a[0] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
   q <<= 4;

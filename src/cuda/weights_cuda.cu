@@ -48,6 +48,21 @@ HostMatrix build_matrix(const char* name, const std::vector<uint8_t>& data,
   auto build_expert = [&](int64_t e) {
     const uint8_t* d = data.data() + e * N * (K / 2);
     const uint8_t* s = scale.data() + e * N * cols;
+    // NVFP4: fold each block scale's sign into its 16 e2m1 signs and zero the codes of a
+    // block whose scale is zero, so the prepared code is a magnitude (gemm_internal.hpp).
+    std::vector<uint8_t> folded;
+    if (block == 16) {
+      folded.assign(d, d + N * (K / 2));
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const uint8_t code = s[r * cols + c];
+          uint8_t* b = folded.data() + r * (K / 2) + c * 8;
+          if ((code & 0x7F) == 0) std::fill_n(b, 8, uint8_t(0));
+          else if (code & 0x80)
+            for (int j = 0; j < 8; ++j) b[j] ^= 0x88;
+        }
+      d = folded.data();
+    }
     // MXFP4 fold: largest and smallest code over blocks that hold a non-zero value.
     int cmax = -1, cmin = 256;
     auto block_nonzero = [&](int64_t r, int64_t c) {
@@ -94,6 +109,7 @@ HostMatrix build_matrix(const char* name, const std::vector<uint8_t>& data,
       for (int64_t c = 0; c < cols; ++c) {
         uint8_t code = s[r * cols + c];
         if (block == 32) code = uint8_t(std::max(int(code) - cmax + 253, 128));
+        else code = (code & 0x7F) ? nvfp4_prepared_code(code) : uint8_t(0);
         m.scale[frag_scale(e, n, c * block, N, Kp, block)] = code;
       }
     }

@@ -129,7 +129,10 @@ Problem make_problem(const Spec& s) {
   };
   auto scales = [&](size_t n) {
     std::vector<uint8_t> v(n);
-    for (auto& b : v) b = s.wf == WeightFormat::nvfp4 ? random_e4m3(rng) : uint8_t(110 + rng() % 12);
+    // NVFP4 weight scales: some negative too (the prepared layout folds the sign into the codes)
+    for (auto& b : v)
+      b = s.wf == WeightFormat::nvfp4 ? uint8_t(random_e4m3(rng) | (rng() % 8 == 0 ? 0x80 : 0))
+                                      : uint8_t(110 + rng() % 12);
     return v;
   };
   w.w13 = bytes(size_t(E * 2 * I * H / 2));
@@ -762,6 +765,24 @@ TEST(CudaGemmConfig, StreamCoversDecodeShapes) {
   EXPECT_EQ(choose_stream_config({8, 384, 4096, 132}).token_tiles, 1);
   EXPECT_EQ(choose_stream_config({512 * 8, 384, 4096, 132}).token_tiles, 2);
   EXPECT_EQ(choose_stream_config({2048 * 8, 384, 4096, 132}).token_tiles, 0);
+}
+
+// Prepared NVFP4 scale codes: for every finite non-zero e4m3 code, the kernels' bf16 S
+// (code' * 16 + (236 << 7)) times 2^-126 is |scale| * 2^-8 exactly, and the MX code
+// c' << 7 is 2^(c' - 127); all folded values are normal bf16 (no precision lost).
+TEST(CudaGemmLayout, PreparedScaleCodesAreExact) {
+  for (int c = 0; c < 256; ++c) {
+    const uint8_t code = uint8_t(c);
+    if ((code & 0x7F) == 0x7F || (code & 0x7F) == 0) continue;  // NaN (rejected) and zero (codes zeroed)
+    const uint8_t p = nvfp4_prepared_code(code);
+    EXPECT_EQ(folded_scale(p, 16), std::fabs(e4m3_to_f32(code)) * std::ldexp(1.0f, -8)) << "e4m3 code " << c;
+    const uint32_t bits = folded_scale_bf16_bits(p, 16);
+    EXPECT_GE(bits >> 7, 1u) << "subnormal bf16 S for code " << c;
+    EXPECT_LT(bits >> 7, 255u) << "S overflows bf16 for code " << c;
+    EXPECT_EQ(bits & 0xFu, 0u);
+  }
+  for (int c = 128; c <= 253; ++c)  // MX codes' are in [128, 253] by construction
+    EXPECT_EQ(folded_scale(uint8_t(c), 32), std::ldexp(1.0f, c - 253)) << "MX code " << c;
 }
 
 // Layout index functions: every (row, k) of a block has its own nibble, scale indices
