@@ -208,7 +208,7 @@ size_t splitk_gemm_partials_bytes(const SplitKConfig& c, int64_t row_space, int 
 
 // ---------------------------------------------------------------------------
 // weight-streaming decode path configuration (gemm_stream.cu): a host function, testable
-// without a GPU. A unit is (active expert, 32 weight rows); each warp streams its units over
+// without a GPU. A unit is (active expert, 32 or 16 weight rows); each warp streams its units over
 // the whole K through its own cp.async ring; a grid of at most kStreamCtasPerSm CTAs per SM
 // deals the units round-robin. Scratch: the active-expert list, int32 [1 + E].
 // ---------------------------------------------------------------------------
@@ -221,10 +221,12 @@ struct StreamProblem {
   int64_t num_experts = 0;  // E_local
   int N = 0;                // device rows
   int num_sms = 132;
+  bool pairs_needed = false;  // units must hold 32 rows (NVFP4 h or NVFP4 A)
 };
 struct StreamConfig {
   int token_tiles = 0;        // n8 tiles per pass (1 or 2); 0: not a decode shape, run the fast path
-  int units_per_expert = 0;   // ceil(N / 32)
+  int unit_tiles = 2;         // m16 tiles per unit: 2 (32 rows), or 1 when units would be too few
+  int units_per_expert = 0;   // ceil(N / (16 * unit_tiles))
   int64_t grid = 0;           // CTAs
   std::string why;
 };

@@ -87,19 +87,21 @@ struct Epilogue {
   float* y = nullptr;
 };
 
-// GEMM 1 epilogue of one warp's two m16 tiles (fragment rows nbw, nbw + 1; nbw even):
-// acc[mt][nt] holds rows g (c0, c1: gate of i = (nbw + mt) * 8 + g) and g + 8 (c2, c3: up
-// of the same i) for tokens nt * 8 + 2t + {0, 1}; out_row(nt, c) is that token's output
-// row or -1. h = act(gate * mult + bias, up * mult + bias), rounded to bf16; with h_fp4,
-// the warp's 16 i of one token are one NVFP4 block, requantized here (shuffles: all lanes
-// must call this).
+// GEMM 1 epilogue of one warp's `tiles` m16 tiles (fragment rows nbw, nbw + 1; nbw even
+// when tiles == 2): acc[mt][nt] holds rows g (c0, c1: gate of i = (nbw + mt) * 8 + g) and
+// g + 8 (c2, c3: up of the same i) for tokens nt * 8 + 2t + {0, 1}; out_row(nt, c) is that
+// token's output row or -1. h = act(gate * mult + bias, up * mult + bias), rounded to bf16;
+// with h_fp4 (tiles must be 2), the warp's 16 i of one token are one NVFP4 block,
+// requantized here (shuffles: all lanes must call this).
 template <int NT, class OutRow>
 __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMatrix& w, int e, int nbw, int g,
-                                               float mult, const float (&acc)[2][NT][4], OutRow out_row) {
+                                               float mult, const float (&acc)[2][NT][4], OutRow out_row,
+                                               int tiles = 2) {
   const int I = w.N / 2;
   float hv[2][NT][2];
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) {
+    if (mt >= tiles) break;
     const int i = (nbw + mt) * 8 + g;
     const float bg = w.bias ? w.bias[int64_t(e) * w.N + i] : 0.0f;
     const float bu = w.bias ? w.bias[int64_t(e) * w.N + I + i] : 0.0f;
@@ -137,15 +139,16 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
   }
 }
 
-// GEMM 2 epilogue of one warp's m16 tiles nbw, nbw + 1 (the second only when < N / 16):
+// GEMM 2 epilogue of one warp's `tiles` m16 tiles nbw, nbw + 1 (each only when < N / 16):
 // y[row][n] = acc * mult + bias[n], fp32, for device row n = (nbw + mt) * 16 + g (+ 8).
 template <int NT, class OutRow>
 __device__ __forceinline__ void epilogue_gemm2(const Epilogue& p, const WeightMatrix& w, int e, int nbw, int g,
-                                               float mult, const float (&acc)[2][NT][4], OutRow out_row) {
+                                               float mult, const float (&acc)[2][NT][4], OutRow out_row,
+                                               int tiles = 2) {
   const int NB = w.N / kFragRows;
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) {
-    if (nbw + mt >= NB) continue;
+    if (mt >= tiles || nbw + mt >= NB) continue;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int n = (nbw + mt) * kFragRows + g + 8 * half;

@@ -6,11 +6,13 @@
 // fill and drain). Here every warp streams on its own:
 //   - the active experts (count > 0) are listed once per GEMM, in expert order, by a
 //     one-CTA kernel (stream_active_list), so a unit's expert is one load;
-//   - a unit is (active expert, 32 weight rows = two m16 fragment rows); units are dealt
+//   - a unit is (active expert, 32 weight rows = two m16 fragment rows, or 16 rows when
+//     32-row units would leave resident warps idle, as at T = 1, and the layer's h is not
+//     requantized to NVFP4, which needs 16 i = 32 rows in one warp); units are dealt
 //     round-robin to the warps of a grid of at most 4 CTAs per SM;
-//   - a warp streams its unit's 32 rows over the whole K through its own 8-stage cp.async
-//     ring in shared memory (one fragment block column per stage: 1 KiB of weights and
-//     their scales), with no __syncthreads: about 7 KiB in flight per warp;
+//   - a warp streams its unit's rows over the whole K through its own 8-stage cp.async
+//     ring in shared memory (one fragment block column per stage: up to 1 KiB of weights
+//     and their scales), with no __syncthreads: up to ~7 KiB in flight per warp;
 //   - the tokens are the MMA's N (swap-AB): each lane loads its B-fragment words straight
 //     from the activation rows (L1/L2-resident at decode), NT n8 tiles (8 or 16 tokens) per
 //     pass; an expert with more rows takes several passes over its weights.
@@ -46,11 +48,15 @@ StreamConfig choose_stream_config(const StreamProblem& p) {
     return c;
   }
   c.token_tiles = per_expert <= 8 ? 1 : 2;
-  c.units_per_expert = (p.N / kFragRows + 1) / 2;
-  const int64_t units = active * c.units_per_expert;
   const int64_t max_ctas = int64_t(std::max(1, p.num_sms)) * kStreamCtasPerSm;
+  // 16-row units where 32-row units leave warp slots idle (and the epilogue allows it)
+  const int NB = p.N / kFragRows;
+  c.unit_tiles = !p.pairs_needed && active * ((NB + 1) / 2) < max_ctas * kStreamWarps ? 1 : 2;
+  c.units_per_expert = (NB + c.unit_tiles - 1) / c.unit_tiles;
+  const int64_t units = active * c.units_per_expert;
   c.grid = std::clamp<int64_t>((units + kStreamWarps - 1) / kStreamWarps, 1, max_ctas);
-  c.why = "decode: " + std::to_string(c.token_tiles * 8) + " tokens per pass, " + std::to_string(c.grid) + " CTAs";
+  c.why = "decode: " + std::to_string(c.token_tiles * 8) + " tokens per pass, " +
+          std::to_string(c.unit_tiles * kFragRows) + "-row units, " + std::to_string(c.grid) + " CTAs";
   return c;
 }
 
@@ -131,7 +137,7 @@ __device__ __forceinline__ void load_b(const Params& p, int64_t row, int k0, int
   }
 }
 
-template <int NT, bool A_FP4, bool GEMM1>
+template <int NT, int MT, bool A_FP4, bool GEMM1>
 __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const Params p) {
   __shared__ __align__(128) uint8_t smem[kWarps * kStages * kStageBytes];
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
@@ -145,8 +151,8 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
 
   for (int64_t u = int64_t(blockIdx.x) * kWarps + warp; u < units; u += int64_t(gridDim.x) * kWarps) {
     const int e = p.active[1 + u / p.units_per_expert];
-    const int nb0 = int(u % p.units_per_expert) * 2;  // the unit's first fragment row
-    const bool two = nb0 + 1 < NB;                     // warp-uniform; always true for GEMM 1
+    const int nb0 = int(u % p.units_per_expert) * MT;  // the unit's first fragment row
+    const bool two = MT == 2 && nb0 + 1 < NB;           // warp-uniform; true for GEMM 1 with MT = 2
     const int count = p.rows.count[e];
     const int64_t begin = p.rows.begin[e];
     const uint32_t* q0 = w.q + (int64_t(e) * NB + nb0) * KB * kFragWords;
@@ -217,16 +223,26 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
         const int j = tok0 + nt * 8 + 2 * t + c;
         return j < count ? begin + j : -1;
       };
-      if constexpr (GEMM1) sm80::epilogue_gemm1<NT>(p.epi, w, e, nb0, g, mult, acc, out_row);
-      else sm80::epilogue_gemm2<NT>(p.epi, w, e, nb0, g, mult, acc, out_row);
+      if constexpr (GEMM1) sm80::epilogue_gemm1<NT>(p.epi, w, e, nb0, g, mult, acc, out_row, two ? 2 : 1);
+      else sm80::epilogue_gemm2<NT>(p.epi, w, e, nb0, g, mult, acc, out_row, two ? 2 : 1);
     }
   }
 }
 
+// The listed instantiations: tokens per pass {8, 16} x unit rows {16 (bf16 A only), 32}.
 template <bool A_FP4, bool GEMM1>
 void launch(const StreamConfig& c, const Params& p, cudaStream_t stream) {
-  if (c.token_tiles == 1) stream_gemm<1, A_FP4, GEMM1><<<unsigned(c.grid), kThreads, 0, stream>>>(p);
-  else stream_gemm<2, A_FP4, GEMM1><<<unsigned(c.grid), kThreads, 0, stream>>>(p);
+  const unsigned grid = unsigned(c.grid);
+  if constexpr (!A_FP4) {
+    if (c.unit_tiles == 1) {
+      if (c.token_tiles == 1) stream_gemm<1, 1, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p);
+      else stream_gemm<2, 1, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p);
+      FP4MOE_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
+  if (c.token_tiles == 1) stream_gemm<1, 2, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p);
+  else stream_gemm<2, 2, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p);
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 
@@ -254,8 +270,8 @@ int sm_count(int device) {
 
 // Config of one GEMM (token_tiles 0: run the fast path); checks the caller's scratch.
 StreamConfig plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows,
-                  const void* scratch, size_t scratch_bytes) {
-  const StreamProblem pb{rows.rows_bound, w.num_experts, w.N, sm_count(cw.device)};
+                  const void* scratch, size_t scratch_bytes, bool pairs_needed) {
+  const StreamProblem pb{rows.rows_bound, w.num_experts, w.N, sm_count(cw.device), pairs_needed};
   StreamConfig c = choose_stream_config(pb);
   log_choice(which, pb, c);
   if (!c.token_tiles || !scratch) {
@@ -292,7 +308,9 @@ void list_active(const WeightMatrix& w, const ExpertRows& rows, int32_t* active,
 }  // namespace
 
 bool stream_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
-  const StreamConfig c = plan("gemm1", cw, cw.w13, a.rows, a.partials, a.partials_bytes);
+  // NVFP4 h (W4A4) is requantized in 16-i blocks = 32 rows; NVFP4 A has no 16-row kernels
+  const bool pairs = a.h_fp4 != nullptr || a.a_fp4 != nullptr;
+  const StreamConfig c = plan("gemm1", cw, cw.w13, a.rows, a.partials, a.partials_bytes, pairs);
   if (!c.token_tiles) return false;
   int32_t* active = reinterpret_cast<int32_t*>(a.partials);
   list_active(cw.w13, a.rows, active, stream);
@@ -311,7 +329,7 @@ bool stream_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream
 }
 
 bool stream_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) {
-  const StreamConfig c = plan("gemm2", cw, cw.w2, a.rows, a.partials, a.partials_bytes);
+  const StreamConfig c = plan("gemm2", cw, cw.w2, a.rows, a.partials, a.partials_bytes, a.a_fp4 != nullptr);
   if (!c.token_tiles) return false;
   int32_t* active = reinterpret_cast<int32_t*>(a.partials);
   list_active(cw.w2, a.rows, active, stream);

@@ -745,6 +745,7 @@ TEST(CudaGemmConfig, StreamCoversDecodeShapes) {
     pb.rows_bound = int64_t(rng() % (trial % 2 ? 40 : 6000));
     pb.N = 16 * (1 + int(rng() % 900));
     pb.num_sms = 1 + int(rng() % 200);
+    pb.pairs_needed = rng() % 2;
     const StreamConfig c = choose_stream_config(pb);
     ASSERT_FALSE(c.why.empty());
     const int64_t active = std::max<int64_t>(1, std::min(pb.num_experts, pb.rows_bound));
@@ -755,7 +756,9 @@ TEST(CudaGemmConfig, StreamCoversDecodeShapes) {
     }
     ++seen;
     ASSERT_EQ(c.token_tiles, per_expert <= 8 ? 1 : 2);
-    ASSERT_EQ(c.units_per_expert * 32 >= pb.N && (c.units_per_expert - 1) * 32 < pb.N, true);
+    ASSERT_TRUE(c.unit_tiles == 2 || (c.unit_tiles == 1 && !pb.pairs_needed));
+    const int rows = 16 * c.unit_tiles;
+    ASSERT_EQ(c.units_per_expert * rows >= pb.N && (c.units_per_expert - 1) * rows < pb.N, true);
     ASSERT_GE(c.grid, 1);
     ASSERT_LE(c.grid, int64_t(pb.num_sms) * kStreamCtasPerSm);
   }
@@ -763,6 +766,10 @@ TEST(CudaGemmConfig, StreamCoversDecodeShapes) {
   EXPECT_EQ(stream_scratch_bytes(384), 385u * 4);
   // kimi-k2 at T = 1 and 512 streams; at T = 2048 (43 rows per expert) it does not.
   EXPECT_EQ(choose_stream_config({8, 384, 4096, 132}).token_tiles, 1);
+  // T = 1: 16-row units (8 experts x 128 pair units would fill half the warp slots), unless
+  // the epilogue needs row pairs
+  EXPECT_EQ(choose_stream_config({8, 384, 4096, 132}).unit_tiles, 1);
+  EXPECT_EQ(choose_stream_config({8, 384, 4096, 132, true}).unit_tiles, 2);
   EXPECT_EQ(choose_stream_config({512 * 8, 384, 4096, 132}).token_tiles, 2);
   EXPECT_EQ(choose_stream_config({2048 * 8, 384, 4096, 132}).token_tiles, 0);
 }
