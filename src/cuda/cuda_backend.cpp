@@ -3,8 +3,9 @@
 // no host synchronisation, no allocation (the caller's workspace holds everything),
 // so it can be captured in a CUDA graph; results are bit-identical run to run.
 //
-// standard:  memset status | permute (1 or 3 kernels) | A prep (0-1) | gemm1 | gemm2 | combine
-// batched:   memset status | clamp counts | A prep (0-1) | gemm1 | gemm2 | writeback
+// standard:  memset status | permute (1 or 3 kernels) | rows prep (0-1) | A prep (0-1) | gemm1 | gemm2 | combine
+// batched:   memset status | clamp counts | rows prep (0-1) | A prep (0-1) | gemm1 | gemm2 | writeback
+// (rows prep: the stream GEMM path's active-expert list, gemm_prepare_rows)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -167,8 +168,10 @@ class CudaBackend final : public Backend {
     p.scratch = at<int32_t>(ws, l.scratch);
     cuda::permute(p, stream);
 
-    const cuda::ExpertRows rows{p.begin, p.count, T * k, T * k};
+    cuda::ExpertRows rows{p.begin, p.count, T * k, T * k};
     cuda::Gemm1Args g1;
+    set_partials(l, ws, g1.partials, g1.partials_bytes);
+    cuda::gemm_prepare_rows(*dw_, path_, rows, g1.partials, g1.partials_bytes, stream);
     g1.rows = rows;
     g1.a_gather = p.row_token;
     cuda::ActRows src;
@@ -183,7 +186,6 @@ class CudaBackend final : public Backend {
     }
     prepare_a(src, l, ws, g1, stream);
     set_h(l, ws, g1);
-    set_partials(l, ws, g1.partials, g1.partials_bytes);
     cuda::gemm1(*dw_, g1, path_, stream);
 
     cuda::Gemm2Args g2 = gemm2_args(rows, l, ws);
@@ -222,8 +224,10 @@ class CudaBackend final : public Backend {
     int32_t* count = at<int32_t>(ws, l.count);
     cuda::batched_rows(static_cast<const int32_t*>(args.expert_num_tokens.data), L, M, status, begin, count, stream);
 
-    const cuda::ExpertRows rows{begin, count, L * M, L * M};
+    cuda::ExpertRows rows{begin, count, L * M, L * M};
     cuda::Gemm1Args g1;
+    set_partials(l, ws, g1.partials, g1.partials_bytes);
+    cuda::gemm_prepare_rows(*dw_, path_, rows, g1.partials, g1.partials_bytes, stream);
     g1.rows = rows;
     if (x_fp4) {
       // already NVFP4 with the layer's activation scale (what W4A4 dispatch sends)
@@ -242,7 +246,6 @@ class CudaBackend final : public Backend {
       prepare_a(src, l, ws, g1, stream);
     }
     set_h(l, ws, g1);
-    set_partials(l, ws, g1.partials, g1.partials_bytes);
     cuda::gemm1(*dw_, g1, path_, stream);
     cuda::Gemm2Args g2 = gemm2_args(rows, l, ws);
     cuda::gemm2(*dw_, g2, path_, stream);

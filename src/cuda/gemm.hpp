@@ -1,6 +1,6 @@
 // The grouped GEMMs of the CUDA backend: the interface between the pipeline
 // (cuda_backend.cpp: route, permute, quantize, combine) and the GEMM kernels
-// (gemm_naive.cu: the simple oracle; gemm_sm80.cu: mma.sync; later gemm_sm90.cu).
+// (gemm_naive.cu: the simple oracle; gemm_sm80.cu: mma.sync; gemm_sm90.cu: wgmma).
 //
 // Row space. Both GEMMs run over a "row space": standard format = the permuted slots
 // (rows of expert e are [begin[e], begin[e] + count[e]), experts one after another);
@@ -36,6 +36,9 @@ struct ExpertRows {
   const int32_t* count = nullptr;    // device [E_local]: rows of expert e (0 allowed)
   int64_t rows_bound = 0;            // host: upper bound on sum(count) (T*k, or E_local*M)
   int64_t row_space = 0;             // host: size of the row space (outputs have this many rows)
+  // optional, device [1 + E_local]: the number of experts with rows, then their ids in
+  // ascending order (gemm_prepare_rows); paths that use it build it themselves when absent
+  const int32_t* active = nullptr;
 };
 
 struct Gemm1Args {
@@ -74,10 +77,11 @@ struct Gemm2Args {
 
 // splitk (gemm_splitk.cu): decode shapes split K across CTAs, a second kernel sums the
 // splits in fixed order; stream (gemm_stream.cu): decode shapes (<= 16 rows per active
-// expert) streamed warp by warp over the whole K. Other shapes run `fast`. Neither is the
-// default until measured faster.
-enum class GemmPath { naive, fast, splitk, stream };
-// FP4MOE_GEMM=naive|splitk|stream forces that path; otherwise the fastest compiled path.
+// expert) streamed warp by warp over the whole K; sm90 (gemm_sm90.cu): prefill shapes (>= 64
+// rows per active expert, bf16 activations) on Hopper wgmma, sm_90 devices only. Other shapes
+// run `fast`. None is the default until measured faster.
+enum class GemmPath { naive, fast, splitk, stream, sm90 };
+// FP4MOE_GEMM=naive|splitk|stream|sm90 forces that path; otherwise the fastest compiled path.
 GemmPath gemm_path();
 
 // Scratch bytes (Gemm1Args/Gemm2Args::partials) that `path` needs for gemm1 and gemm2 of
@@ -88,6 +92,12 @@ size_t gemm_scratch_bytes(const DeviceWeights& w, GemmPath path, int64_t rows_bo
 // row space of `row_space` rows (the larger of the two; they run one after the other, so one
 // buffer serves both). 0 when neither GEMM would split (they then run the fast path).
 size_t splitk_partials_bytes(const DeviceWeights& w, int64_t rows_bound, int64_t row_space);
+
+// Once per forward, after begin/count are written and before gemm1: derives what `path`
+// wants to know about the rows once for both GEMMs (stream: the active-expert list, into
+// the scratch, and rows.active pointing at it). A no-op for other paths.
+void gemm_prepare_rows(const DeviceWeights& w, GemmPath path, ExpertRows& rows, float* scratch,
+                       size_t scratch_bytes, cudaStream_t stream);
 
 void gemm1(const DeviceWeights& w, const Gemm1Args& args, GemmPath path, cudaStream_t stream);
 void gemm2(const DeviceWeights& w, const Gemm2Args& args, GemmPath path, cudaStream_t stream);

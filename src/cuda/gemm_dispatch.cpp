@@ -1,6 +1,7 @@
 // gemm_path(), and gemm1 / gemm2: check what the kernels rely on, then route to the
-// naive kernels (gemm_naive.cu), the mma.sync kernels (gemm_sm80.cu) or, for decode shapes
-// on request, the split-K (gemm_splitk.cu) or weight-streaming (gemm_stream.cu) kernels.
+// naive kernels (gemm_naive.cu), the mma.sync kernels (gemm_sm80.cu) or, on request, the
+// split-K (gemm_splitk.cu) or weight-streaming (gemm_stream.cu) kernels for decode shapes, or
+// the wgmma kernels (gemm_sm90.cu) for prefill shapes; a path that declines runs mma.sync.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@ GemmPath gemm_path() {
   if (v && std::strcmp(v, "naive") == 0) return GemmPath::naive;
   if (v && std::strcmp(v, "splitk") == 0) return GemmPath::splitk;
   if (v && std::strcmp(v, "stream") == 0) return GemmPath::stream;
+  if (v && std::strcmp(v, "sm90") == 0) return GemmPath::sm90;
   return GemmPath::fast;
 }
 
@@ -23,6 +25,18 @@ size_t gemm_scratch_bytes(const DeviceWeights& dw, GemmPath path, int64_t rows_b
   if (path == GemmPath::stream && rows_bound > 0)
     return stream_scratch_bytes(static_cast<const CudaWeights&>(dw).w13.num_experts);
   return 0;
+}
+
+void gemm_prepare_rows(const DeviceWeights& dw, GemmPath path, ExpertRows& rows, float* scratch,
+                       size_t scratch_bytes, cudaStream_t stream) {
+  if (path != GemmPath::stream || rows.rows_bound <= 0 || !scratch) return;
+  const auto& w = static_cast<const CudaWeights&>(dw);
+  if (scratch_bytes < stream_scratch_bytes(w.w13.num_experts))
+    detail::fail_arg("gemm_prepare_rows: scratch_bytes: got " + std::to_string(scratch_bytes) + ", need >= " +
+                     std::to_string(stream_scratch_bytes(w.w13.num_experts)) + " (gemm_scratch_bytes)");
+  int32_t* active = reinterpret_cast<int32_t*>(scratch);
+  stream_list_active(rows, w.w13.num_experts, active, stream);
+  rows.active = active;
 }
 
 namespace {
@@ -65,7 +79,8 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
   if (a.rows.rows_bound == 0) return;
   if (path == GemmPath::naive) naive_gemm1(w, a, stream);
   else if (!(path == GemmPath::splitk && splitk_gemm1(w, a, stream)) &&
-           !(path == GemmPath::stream && stream_gemm1(w, a, stream)))
+           !(path == GemmPath::stream && stream_gemm1(w, a, stream)) &&
+           !(path == GemmPath::sm90 && sm90_gemm1(w, a, stream)))
     sm80_gemm1(w, a, stream);
 }
 
@@ -77,7 +92,8 @@ void gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStrea
   if (a.rows.rows_bound == 0) return;
   if (path == GemmPath::naive) naive_gemm2(w, a, stream);
   else if (!(path == GemmPath::splitk && splitk_gemm2(w, a, stream)) &&
-           !(path == GemmPath::stream && stream_gemm2(w, a, stream)))
+           !(path == GemmPath::stream && stream_gemm2(w, a, stream)) &&
+           !(path == GemmPath::sm90 && sm90_gemm2(w, a, stream)))
     sm80_gemm2(w, a, stream);
 }
 

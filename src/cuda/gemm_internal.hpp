@@ -146,6 +146,8 @@ bool splitk_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream)
 // stream: likewise (false: more than 16 rows per active expert, or no scratch given).
 bool stream_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 bool stream_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+// The active-expert list of `rows` into `active` ([1 + num_experts] int32), one launch.
+void stream_list_active(const ExpertRows& rows, int64_t num_experts, int32_t* active, cudaStream_t stream);
 // sm90: likewise (false: fewer than 64 rows per active expert, NVFP4 activations, or the
 // device or build has no sm_90a wgmma code).
 bool sm90_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);

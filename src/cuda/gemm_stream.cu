@@ -4,8 +4,9 @@
 // HBM speed. The tiled paths spend a large share of each CTA's life on per-CTA work that
 // moves no bytes (a warp scan over count[] to find the CTA's expert, row tables, pipeline
 // fill and drain). Here every warp streams on its own:
-//   - the active experts (count > 0) are listed once per GEMM, in expert order, by a
-//     one-CTA kernel (stream_active_list), so a unit's expert is one load;
+//   - the active experts (count > 0) are listed once per forward (gemm_prepare_rows; once
+//     per GEMM when called alone), in expert order, by a one-CTA kernel, so a unit's expert
+//     is one load;
 //   - a unit is (active expert, 32 weight rows = two m16 fragment rows, or 16 rows when
 //     32-row units would leave resident warps idle, as at T = 1, and the layer's h is not
 //     requantized to NVFP4, which needs 16 i = 32 rows in one warp); units are dealt
@@ -285,7 +286,7 @@ StreamConfig plan(const char* which, const CudaWeights& cw, const WeightMatrix& 
   return c;
 }
 
-Params base_params(const StreamConfig& c, const WeightMatrix& w, const ExpertRows& rows, int32_t* active,
+Params base_params(const StreamConfig& c, const WeightMatrix& w, const ExpertRows& rows, const int32_t* active,
                    const uint16_t* a_bf16, const uint8_t* a_fp4, const uint8_t* a_scale, float a_dq) {
   Params p{};
   p.w = w;
@@ -299,21 +300,28 @@ Params base_params(const StreamConfig& c, const WeightMatrix& w, const ExpertRow
   return p;
 }
 
-void list_active(const WeightMatrix& w, const ExpertRows& rows, int32_t* active, cudaStream_t stream) {
-  const int threads = int(std::clamp<int64_t>((w.num_experts + 31) / 32 * 32, 32, 1024));
-  stream_active_list<<<1, threads, 0, stream>>>(rows.count, w.num_experts, active);
-  FP4MOE_CUDA_CHECK_LAUNCH();
+// The list gemm_prepare_rows built, or one built now into the scratch.
+const int32_t* active_list(const WeightMatrix& w, const ExpertRows& rows, float* scratch, cudaStream_t stream) {
+  if (rows.active) return rows.active;
+  int32_t* active = reinterpret_cast<int32_t*>(scratch);
+  stream_list_active(rows, w.num_experts, active, stream);
+  return active;
 }
 
 }  // namespace
+
+void stream_list_active(const ExpertRows& rows, int64_t num_experts, int32_t* active, cudaStream_t stream) {
+  const int threads = int(std::clamp<int64_t>((num_experts + 31) / 32 * 32, 32, 1024));
+  stream_active_list<<<1, threads, 0, stream>>>(rows.count, num_experts, active);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
 
 bool stream_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
   // NVFP4 h (W4A4) is requantized in 16-i blocks = 32 rows; NVFP4 A has no 16-row kernels
   const bool pairs = a.h_fp4 != nullptr || a.a_fp4 != nullptr;
   const StreamConfig c = plan("gemm1", cw, cw.w13, a.rows, a.partials, a.partials_bytes, pairs);
   if (!c.token_tiles) return false;
-  int32_t* active = reinterpret_cast<int32_t*>(a.partials);
-  list_active(cw.w13, a.rows, active, stream);
+  const int32_t* active = active_list(cw.w13, a.rows, a.partials, stream);
   Params p = base_params(c, cw.w13, a.rows, active, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq);
   p.a_gather = a.a_gather;
   p.epi.act = cw.desc.activation;
@@ -331,8 +339,7 @@ bool stream_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream
 bool stream_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) {
   const StreamConfig c = plan("gemm2", cw, cw.w2, a.rows, a.partials, a.partials_bytes, a.a_fp4 != nullptr);
   if (!c.token_tiles) return false;
-  int32_t* active = reinterpret_cast<int32_t*>(a.partials);
-  list_active(cw.w2, a.rows, active, stream);
+  const int32_t* active = active_list(cw.w2, a.rows, a.partials, stream);
   Params p = base_params(c, cw.w2, a.rows, active, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq);
   p.epi.y = a.y;
   if (a.a_fp4) launch<true, false>(c, p, stream);
