@@ -1,0 +1,128 @@
+// PTX wrappers of the Hopper warpgroup MMA (PTX ISA 8.x, "Asynchronous Warpgroup Level
+// Matrix Multiply-Accumulate Instructions"), each named after its instruction. They exist on
+// sm_90a only: call them from code compiled under FP4MOE_SM90A (below); on any other target
+// they are not declared.
+//
+// Facts relied on (PTX ISA, wgmma "Register Fragments" and "Matrix Descriptor Format"; the
+// same layouts as CUTLASS cute/atom/mma_traits_sm90_gmma.hpp ALayout_64x16 and CLayout_64xN,
+// the descriptor bit fields as cute/arch/mma_sm90_desc.hpp GmmaDescriptor):
+//  - A from registers (m64nNk16, .bf16): warp w of the warpgroup holds rows 16w..16w+15 in
+//    4 x .b32, exactly the A fragment of mma.m16n8k16 (ptx.cuh): with g = lane / 4,
+//    t = lane % 4, register j holds row (g, g+8, g, g+8)[j], k = 2t + (j >= 2 ? 8 : 0) + {0, 1},
+//    the lower k in the low half.
+//  - D (f32, N/2 registers): warp w holds rows 16w + g (d[4i], d[4i+1]) and 16w + g + 8
+//    (d[4i+2], d[4i+3]) of columns 8i + 2t + {0, 1}: the mma.m16n8k16 C layout repeated over
+//    the N/8 n8 tiles, i = 0..N/8-1.
+//  - B from shared memory through a 64-bit matrix descriptor (wgmma_desc_kmajor_sw128).
+//  - wgmma reads shared memory through the async proxy: generic-proxy writes (cp.async,
+//    st.shared) need fence.proxy.async before a wgmma may read them ("Memory Consistency
+//    Model: Proxies"); its register operands follow the wgmma.fence / commit_group /
+//    wait_group rules noted at each wrapper.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FP4MOE_SM90A 1
+#endif
+
+namespace fp4moe::cuda::ptx {
+
+#if defined(FP4MOE_SM90A)
+
+// wgmma.fence.sync.aligned: orders this warpgroup's earlier register writes (accumulators,
+// A fragments) before the wgmma.mma_async that read them. Needed before the first wgmma and
+// after any non-wgmma write of a register that a later wgmma reads.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+// wgmma.commit_group.sync.aligned: the wgmma issued since the last commit form one group.
+__device__ __forceinline__ void wgmma_commit_group() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// wgmma.wait_group.sync.aligned N: wait until at most N groups are pending. Only then may
+// their accumulators be read, their A registers be rewritten, their shared memory be reused.
+template <int N>
+__device__ __forceinline__ void wgmma_wait_group() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// fence.proxy.async.shared::cta ("membar/fence"): makes this thread's generic-proxy writes of
+// shared memory (cp.async, st.shared) visible to the async proxy, which wgmma reads B through.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+#endif  // FP4MOE_SM90A
+
+// Compiler-only fences (no instruction): the register counts as read and written here, so
+// the compiler keeps accesses to it on their side of the neighbouring asm volatile (a
+// wgmma_fence before, a wgmma_wait_group after).
+__device__ __forceinline__ void reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void reg_fence(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+
+// Matrix descriptor ("Matrix Descriptor Format") of a K-major bf16 operand in the 128-byte swizzle layout:
+// rows (here: tokens) of 64 bf16 = 128 bytes, 8-row atoms of 1024 bytes one after another,
+// the 16-byte chunk c of row r stored at chunk c ^ (r % 8) (the hardware XORs address bits
+// 4-6 with bits 7-9, so the atoms must be 1024-byte aligned: base offset 0).
+//   bits  0-13  start address >> 4 (shared window offset; k-step kk starts 32 * kk bytes in)
+//   bits 16-29  leading byte offset >> 4: unused by swizzled K-major layouts (set to 1)
+//   bits 32-45  stride byte offset >> 4: 1024 bytes from one 8-row atom to the next
+//   bits 49-51  base offset: 0 (atoms 1024-byte aligned)
+//   bits 62-63  swizzle mode: 1 = 128-byte swizzle
+__device__ __forceinline__ uint64_t wgmma_desc_kmajor_sw128(uint32_t smem_addr) {
+  return uint64_t((smem_addr & 0x3FFFFu) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+
+#if defined(FP4MOE_SM90A)
+
+// wgmma.mma_async.sync.aligned.m64n{8*NT}k16.f32.bf16.bf16 d, {a0..a3}, b_desc, 1, 1, 1, 0:
+// D += A * B with A (64 x 16) from registers, B (16 x 8NT) K-major from shared memory (trans-b
+// 0), scale-d 1 (accumulate), no negation. d[i][c] is D register 4i + c (see above).
+template <int NT>
+__device__ __forceinline__ void wgmma_m64k16_bf16_rs(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t b_desc);
+
+template <>
+__device__ __forceinline__ void wgmma_m64k16_bf16_rs<8>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64k16_bf16_rs<16>(float (&d)[16][4], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+        "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),
+        "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]),
+        "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
+}
+
+#endif  // FP4MOE_SM90A
+
+}  // namespace fp4moe::cuda::ptx
