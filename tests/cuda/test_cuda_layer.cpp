@@ -1,6 +1,6 @@
 // The cuda backend through the public API against the scalar reference, on THE
 // conformance table (tests/moe_fixtures.hpp): standard and batched formats, the default,
-// the naive, splitk and stream GEMM paths, NaN-poisoned outputs, guard bytes around out and workspace,
+// the naive, splitk, stream and sm90 GEMM paths, NaN-poisoned outputs, guard bytes around out and workspace,
 // determinism, CUDA-graph replay, device-side id/count errors, and forced selection on
 // a machine without a GPU.
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.hpp"
+#include "cuda/gemm_internal.hpp"
 #include "format/quant.hpp"
 #include "fp4moe/format.h"
 #include "moe_fixtures.hpp"
@@ -283,18 +284,28 @@ TEST_P(CudaLayerConformance, MatchesReference) {
   const BatchedInput batched = make_batched(p);
   Stream stream;
 
-  for (const std::string gemm : {"", "naive", "splitk", "stream"}) {
-    // Full-size layers: the naive and splitk paths are covered on every other case; preparing
-    // a 9 GB layer once more for each costs a minute and checks nothing new.
-    if ((gemm == "naive" || gemm == "splitk") && c.random_codes) continue;
+  for (const std::string gemm : {"", "naive", "splitk", "stream", "sm90"}) {
+    // Full-size layers: the naive, splitk and sm90 paths are covered on every other case (sm90
+    // runs the fast path at their T of 1 and 128); preparing a 9 GB layer once more for each
+    // costs a minute and checks nothing new.
+    if ((gemm == "naive" || gemm == "splitk" || gemm == "sm90") && c.random_codes) continue;
     const bool naive = gemm == "naive";
     SCOPED_TRACE(c.name + (gemm.empty() ? " [default GEMM path]" : " [FP4MOE_GEMM=" + gemm + "]"));
     const Layer layer = prepare_cuda(p, gemm);
     ASSERT_EQ(layer.backend(), "cuda");
     StandardRun run(p, layer, p.topk_ids, stream.get());
 
+    const int64_t wgmma_before = cuda::sm90_launches();
     const std::vector<float> first = run.run();
     layer.check_device_errors(run.args.workspace, stream.get());
+    if (gemm == "sm90") {
+      // The wgmma kernels ran both GEMMs where they exist (sm_90 device, sm_90a build) and the
+      // shape is prefill-sized with bf16 activations; otherwise the fast path ran both.
+      const int64_t E_local = c.E_local ? c.E_local : c.E;
+      const bool wgmma = cuda::why_no_sm90(current_device()).empty() && c.aq == ActQuant::none &&
+                         cuda::choose_sm90_config({T * c.k, E_local, int(2 * c.I), int(c.H)}).use;
+      EXPECT_EQ(cuda::sm90_launches() - wgmma_before, wgmma ? 2 : 0) << "wgmma launches of one forward";
+    }
     std::vector<float> got = first;
     got.resize(size_t(n_ref * H));
     EXPECT_EQ(compare(got, ref, tolerance(c), H), "") << "standard format, first " << n_ref << " of " << T << " tokens";

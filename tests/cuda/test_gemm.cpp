@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/common/device.hpp"
 #include "cuda/gemm.hpp"
 #include "cuda/gemm_internal.hpp"
 #include "format/quant.hpp"
@@ -77,6 +78,7 @@ struct Spec {
   bool batched = false;         // begin[e] = e * M (gaps), identity gather; else packed + gather
   uint64_t seed = 1;
   bool decode = false;          // <= 8 rows per expert and K long enough: the splitk path must split
+  bool large = false;           // >= 64 rows per active expert: the sm90 path must choose its wgmma kernels
 };
 std::string describe(const Spec& s) {
   std::ostringstream o;
@@ -326,7 +328,11 @@ std::vector<T> payload(const std::vector<uint8_t>& all) {
 }
 
 const char* path_name(GemmPath p) {
-  return p == GemmPath::naive ? "naive" : p == GemmPath::splitk ? "splitk" : p == GemmPath::stream ? "stream" : "fast";
+  return p == GemmPath::naive    ? "naive"
+         : p == GemmPath::splitk ? "splitk"
+         : p == GemmPath::stream ? "stream"
+         : p == GemmPath::sm90   ? "sm90"
+                                 : "fast";
 }
 
 int device_sms() {
@@ -357,9 +363,22 @@ void check_problem(const Spec& spec, GemmPath path) {
     const StreamConfig c2 = choose_stream_config({p.rows_bound, spec.E, int(H), sms});
     ASSERT_TRUE(c1.token_tiles && c2.token_tiles) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
   }
+  // sm90: the prefill cases must choose the wgmma kernels; where the device and build have them
+  // (sm_90, sm_90a code) and the activations are bf16 they must really run, one launch per
+  // GEMM; elsewhere the fast path runs and they never launch.
+  int64_t sm90_expected = 0;
+  if (path == GemmPath::sm90) {
+    const Sm90Config c1 = choose_sm90_config({p.rows_bound, spec.E, int(2 * I), int(H)});
+    const Sm90Config c2 = choose_sm90_config({p.rows_bound, spec.E, int(H), int(I)});
+    if (spec.large) ASSERT_TRUE(c1.use && c2.use) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
+    ASSERT_EQ(c1.use, c2.use);  // both depend on the rows per expert only
+    sm90_expected = c1.use && !spec.w4a4 && why_no_sm90(0).empty() ? 1 : 0;
+  }
+  const int64_t sm90_before = sm90_launches();
 
   // ---- gemm1 ----
   const Gemm1Out o1 = run_gemm1(*dw, p, path);
+  EXPECT_EQ(sm90_launches() - sm90_before, sm90_expected) << "wgmma launches for gemm1";
   expect_untouched(o1.h, covered, size_t(I * 2), "h_bf16");
   const auto h = payload<uint16_t>(o1.h);
   AOperand A{p.a_bf16.empty() ? nullptr : p.a_bf16.data(), p.a_fp4.empty() ? nullptr : p.a_fp4.data(),
@@ -450,6 +469,7 @@ void check_problem(const Spec& spec, GemmPath path) {
     for (auto& v : a2) v = bf16_from_f32(normal(rng));
   }
   const auto y_all = run_gemm2(*dw, p, path, a2, a2q, a2s, a2_dq);
+  EXPECT_EQ(sm90_launches() - sm90_before, 2 * sm90_expected) << "wgmma launches for gemm1 and gemm2";
   expect_untouched(y_all, covered, size_t(H * 4), "y");
   const auto y = payload<float>(y_all);
   AOperand A2{a2.empty() ? nullptr : a2.data(), a2q.empty() ? nullptr : a2q.data(),
@@ -511,6 +531,24 @@ std::vector<Spec> specs() {
                {1, 1, 0, 2, 7, 1}, false, 21, true});
   v.push_back({"decode_w4a4_batched", 1024, 528, 4, WeightFormat::nvfp4, true, Activation::silu, false,
                {3, 0, 1, 6}, true, 22, true});
+  // Prefill shapes (>= 64 rows per active expert): the sm90 path runs its wgmma kernels.
+  // 128-token tiles (72 rows per active expert), counts no multiple of the tile (140 = 128 + 12).
+  // H = 784, I = 272: K = 784 and 272 pad to 13 and 5 fragment blocks; N = 544 (34 fragment
+  // rows: 2 full 256-row tiles and a partial one) and N = 784 (49, odd: the last warp's second
+  // m-tile is past N).
+  v.push_back({"large_nvfp4", 784, 272, 3, WeightFormat::nvfp4, false, Activation::silu, false, {0, 140, 70}, false,
+               23, false, true});
+  // 64-token tiles (148 rows per expert: 3 tiles of 64 pad less than 2 of 128), MXFP4 with
+  // swiglu_oai and biases, batched rows (gaps between experts); one partial row tile per GEMM.
+  v.push_back({"large_mxfp4_swiglu_bias_batched", 352, 96, 2, WeightFormat::mxfp4, false, Activation::swiglu_oai,
+               true, {150, 141}, true, 24, false, true});
+  // 128-token tiles, H / 16 = 21 fragment rows in GEMM 2 (odd), K = 80 in GEMM 2 (its second
+  // 64-k block holds 16); an expert of 130 rows leaves a last tile of 2.
+  v.push_back({"large_nvfp4_odd", 336, 80, 2, WeightFormat::nvfp4, false, Activation::silu, false, {130, 77}, false,
+               25, false, true});
+  // W4A4 at prefill size: the wgmma kernels take bf16 activations only, so sm90 runs the fast path.
+  v.push_back({"large_w4a4", 256, 96, 2, WeightFormat::nvfp4, true, Activation::silu, false, {100, 70}, false, 26,
+               false, true});
   return v;
 }
 
@@ -525,7 +563,7 @@ TEST_P(CudaGemm, MatchesHost) {
 INSTANTIATE_TEST_SUITE_P(CudaGemmCases, CudaGemm,
                          ::testing::Combine(::testing::Range(0, int(specs().size())),
                                             ::testing::Values(GemmPath::naive, GemmPath::fast, GemmPath::splitk,
-                                                              GemmPath::stream)),
+                                                              GemmPath::stream, GemmPath::sm90)),
                          [](const auto& info) {
                            return specs()[size_t(std::get<0>(info.param))].name + "_" +
                                   path_name(std::get<1>(info.param));
@@ -538,7 +576,7 @@ TEST(CudaGemmEdge, NoRows) {
   Problem p = make_problem(s);
   p.rows_bound = 0;
   const auto dw = upload_weights(p.w, 0);
-  for (GemmPath path : {GemmPath::naive, GemmPath::fast, GemmPath::splitk, GemmPath::stream}) {
+  for (GemmPath path : {GemmPath::naive, GemmPath::fast, GemmPath::splitk, GemmPath::stream, GemmPath::sm90}) {
     const auto out = run_gemm1(*dw, p, path);
     for (uint8_t b : out.h) ASSERT_EQ(b, kPoison) << path_name(path);
   }
@@ -790,6 +828,76 @@ TEST(CudaGemmLayout, PreparedScaleCodesAreExact) {
   }
   for (int c = 128; c <= 253; ++c)  // MX codes' are in [128, 253] by construction
     EXPECT_EQ(folded_scale(uint8_t(c), 32), std::ldexp(1.0f, c - 253)) << "MX code " << c;
+}
+
+// sm90 config: prefill shapes (>= 64 rows per active expert) choose the wgmma kernels, with
+// enough (expert, token tile) slots for any routing; other shapes keep the fast path.
+TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
+  std::mt19937_64 rng(13);
+  int used = 0, tile64 = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    Sm90Problem pb;
+    pb.num_experts = 1 + int64_t(rng() % 384);
+    pb.rows_bound = int64_t(rng() % (trial % 2 ? 300 : 140000));
+    pb.N = 16 * (1 + int(rng() % 900));
+    pb.K = 16 * (1 + int(rng() % 500));
+    const Sm90Config c = choose_sm90_config(pb);
+    ASSERT_FALSE(c.why.empty());
+    ASSERT_GE(c.grid_x * kSm90RowTile, pb.N);
+    ASSERT_LT((c.grid_x - 1) * kSm90RowTile, pb.N);
+    const int64_t active = std::max<int64_t>(1, std::min(pb.num_experts, pb.rows_bound));
+    const int64_t per_expert = (pb.rows_bound + active - 1) / active;
+    if (pb.rows_bound == 0 || per_expert < kSm90MinRowsPerExpert) {
+      ASSERT_FALSE(c.use) << c.why;
+      continue;
+    }
+    ASSERT_TRUE(c.use) << c.why;
+    ++used;
+    ASSERT_TRUE(c.token_tile == 64 || c.token_tile == 128) << c.token_tile;
+    tile64 += c.token_tile == 64;
+    ASSERT_GE(c.grid_y, 1);
+    ASSERT_LE(c.grid_y, 65535);
+    ASSERT_LE(c.grid_y, c.tiles);
+    // A random split of rows_bound over the experts never needs more tiles than c.tiles.
+    std::vector<int64_t> cnt(size_t(pb.num_experts), 0);
+    int64_t left = pb.rows_bound;
+    for (auto& x : cnt) {
+      if (rng() % 3 == 0) continue;
+      x = int64_t(rng() % uint64_t(left + 1));
+      left -= x;
+    }
+    cnt[0] += left;
+    int64_t need = 0;
+    for (auto x : cnt) need += (x + c.token_tile - 1) / c.token_tile;
+    ASSERT_LE(need, c.tiles) << "rows_bound " << pb.rows_bound << " E " << pb.num_experts;
+  }
+  EXPECT_GT(used, 100);
+  EXPECT_GT(tile64, 10);
+  // kimi-k2 (E = 384, k = 8): T = 4096 (86 rows per expert) runs wgmma, T = 2048 (43) does not.
+  EXPECT_TRUE(choose_sm90_config({4096 * 8, 384, 4096, 7168}).use);
+  EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 4096, 7168}).token_tile, 128);
+  EXPECT_FALSE(choose_sm90_config({2048 * 8, 384, 4096, 7168}).use);
+  EXPECT_FALSE(choose_sm90_config({0, 384, 4096, 7168}).use);
+  // 64-token tiles where an odd number of them covers the average expert (up to 256 rows).
+  EXPECT_EQ(choose_sm90_config({64 * 384, 384, 7168, 2048}).token_tile, 64);
+  EXPECT_EQ(choose_sm90_config({150 * 384, 384, 7168, 2048}).token_tile, 64);
+  EXPECT_EQ(choose_sm90_config({200 * 384, 384, 7168, 2048}).token_tile, 128);
+  EXPECT_EQ(choose_sm90_config({300 * 384, 384, 7168, 2048}).token_tile, 128);
+  // Grid: 256 weight rows per CTA.
+  EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 4096, 7168}).grid_x, 16);
+  EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 7168, 2048}).grid_x, 28);
+}
+
+// On an sm_90 device a build with sm_90a code runs the wgmma kernels (CudaGemmCases *_sm90 then
+// check their launches); anywhere else this says why they do not run.
+TEST(CudaGemmSm90, RunsOnHopper) {
+  SKIP_WITHOUT_GPU();
+  const std::string why = why_no_sm90(0);
+  const bool hopper = compute_capability(0) == 90;
+  const bool built = std::string(compiled_archs()).find("sm_90a") != std::string::npos;
+  if (hopper && built) ASSERT_EQ(why, "");
+  if (!why.empty()) GTEST_SKIP() << "the sm90 path runs the fast path here: " << why;
+  EXPECT_EQ(why_no_sm90(0), why);  // cached, the same answer
 }
 
 // Layout index functions: every (row, k) of a block has its own nibble, scale indices
