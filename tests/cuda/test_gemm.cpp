@@ -900,6 +900,61 @@ TEST(CudaGemmSm90, RunsOnHopper) {
   EXPECT_EQ(why_no_sm90(0), why);  // cached, the same answer
 }
 
+// kimi-k2's expert shapes (H = 7168, I = 2048: 112 and 32 k-blocks, 16 and 28 row tiles) at
+// prefill size, too large for the host computation: the wgmma kernels against the fast path.
+// Both are exact up to the order of the fp32 sums (SPEC §4), so h (bf16) may differ by a
+// rounding and y by fp32 reordering; a layout or pipeline error differs by O(1).
+TEST(CudaGemmSm90, MatchesFastOnKimiShapes) {
+  SKIP_WITHOUT_GPU();
+  if (const std::string why = why_no_sm90(0); !why.empty()) GTEST_SKIP() << "no wgmma kernels here: " << why;
+  // 300 rows: 3 tiles of 128 (the last of 44); 129: 2 (the last of 1); 64 and 1: one partial.
+  const Spec s{"kimi_shapes", 7168, 2048, 5, WeightFormat::nvfp4, false, Activation::silu, false, {300, 129, 0, 64, 1},
+               false, 41};
+  const Problem p = make_problem(s);
+  const auto dw = upload_weights(p.w, 0);
+  ASSERT_TRUE(choose_sm90_config({p.rows_bound, s.E, int(2 * s.I), int(s.H)}).use);
+  const auto covered = covered_rows(p);
+  // Elements that differ by more than `rel` of their size plus `abs_rms` of the rms of `a`.
+  auto compare = [&](const std::vector<float>& a, const std::vector<float>& b, int64_t cols, double rel,
+                     double abs_rms, const char* what) {
+    ASSERT_EQ(a.size(), b.size());
+    double ss = 0;
+    int64_t n = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (covered[i / size_t(cols)]) ss += double(a[i]) * a[i], ++n;
+    const double rms = std::sqrt(ss / double(std::max<int64_t>(n, 1)));
+    int64_t bad = 0;
+    std::string first;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!covered[i / size_t(cols)]) continue;
+      const double d = std::fabs(double(a[i]) - double(b[i]));
+      if (!(d <= rel * std::fabs(double(a[i])) + abs_rms * rms) && bad++ == 0)
+        first = std::string(what) + "[row " + std::to_string(i / size_t(cols)) + ", col " +
+                std::to_string(i % size_t(cols)) + "]: fast " + std::to_string(a[i]) + ", sm90 " + std::to_string(b[i]);
+    }
+    EXPECT_GT(rms, 0.0) << what;
+    EXPECT_EQ(bad, 0) << bad << " of " << n << " elements differ; first: " << first;
+  };
+  const int64_t before = sm90_launches();
+  const Gemm1Out fast1 = run_gemm1(*dw, p, GemmPath::fast), wg1 = run_gemm1(*dw, p, GemmPath::sm90);
+  EXPECT_EQ(sm90_launches() - before, 1);
+  expect_untouched(wg1.h, covered, size_t(s.I * 2), "h_bf16");
+  std::vector<float> hf, hw;
+  for (uint16_t v : payload<uint16_t>(fast1.h)) hf.push_back(bf16_to_f32(v));
+  for (uint16_t v : payload<uint16_t>(wg1.h)) hw.push_back(bf16_to_f32(v));
+  compare(hf, hw, s.I, 1.0 / 64, 1e-3, "h");
+
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> a2(size_t(p.row_space * s.I));
+  for (auto& v : a2) v = bf16_from_f32(normal(rng));
+  const auto yf = run_gemm2(*dw, p, GemmPath::fast, a2, {}, {}, 1.0f);
+  const auto yw = run_gemm2(*dw, p, GemmPath::sm90, a2, {}, {}, 1.0f);
+  EXPECT_EQ(sm90_launches() - before, 2);
+  expect_untouched(yw, covered, size_t(s.H * 4), "y");
+  compare(payload<float>(yf), payload<float>(yw), s.H, 1e-4, 1e-4, "y");
+}
+
 // Layout index functions: every (row, k) of a block has its own nibble, scale indices
 // stay inside the block's scale bytes.
 TEST(CudaGemmLayout, NibblesAreABijection) {
