@@ -105,6 +105,7 @@ struct Tile {
                 "kCtasPerSm CTAs must fit in one SM's shared memory");
   static_assert((kTok * 8) % kThreads == 0, "the B tile's 16-byte chunks must divide evenly over the threads");
   static_assert(kTok <= kThreads, "one thread per token row fills the row tables");
+  static_assert(kPrefetch >= 2, "keep at least two k-blocks of loads in flight");
 };
 
 struct Params {
