@@ -3,8 +3,11 @@
 // split-K (gemm_splitk.cu) or weight-streaming (gemm_stream.cu) kernels for decode shapes, or
 // the wgmma kernels (gemm_sm90.cu) for prefill shapes; a path that declines runs mma.sync.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "cuda/gemm_internal.hpp"
@@ -18,6 +21,21 @@ GemmPath gemm_path() {
   if (v && std::strcmp(v, "stream") == 0) return GemmPath::stream;
   if (v && std::strcmp(v, "sm90") == 0) return GemmPath::sm90;
   return GemmPath::fast;
+}
+
+bool gemm_log_on() {
+  static const bool on = [] {
+    const char* v = std::getenv("FP4MOE_LOG");
+    return v && v[0] == '1';
+  }();
+  return on;
+}
+
+void gemm_log(const std::string& line) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen.insert(line).second) std::fprintf(stderr, "fp4moe: %s\n", line.c_str());
 }
 
 size_t gemm_scratch_bytes(const DeviceWeights& dw, GemmPath path, int64_t rows_bound, int64_t row_space) {

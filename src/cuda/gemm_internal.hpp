@@ -134,6 +134,11 @@ class CudaWeights final : public DeviceWeights {
   size_t bytes_ = 0;
 };
 
+// FP4MOE_LOG=1: whether GEMM choices are logged, and gemm_log(line): print `line` to stderr
+// the first time it is seen (the line names the shape, so each shape is logged once).
+bool gemm_log_on();
+void gemm_log(const std::string& line);
+
 // Internal launchers (arguments already validated by gemm_dispatch.cpp).
 void naive_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 void naive_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);

@@ -20,9 +20,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
-#include <set>
-#include <tuple>
 
 #include "cuda/common/check.hpp"
 #include "cuda/common/ptx.cuh"
@@ -100,32 +97,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : 4) sm80_grouped_gemm(c
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
     // ---- which (expert, token tile) is this slot: warp 0 scans count[] ----
-    if (warp == 0) {
-      int found_e = -1, found_t = 0, base = 0;
-      for (int e0 = 0; e0 < w.num_experts; e0 += 32) {
-        const int e = e0 + lane;
-        const int tiles = e < w.num_experts ? (max(p.rows.count[e], 0) + kTok - 1) / kTok : 0;
-        int incl = tiles;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-          if (lane >= o) incl += v;
-        }
-        const bool hit = slot >= base + incl - tiles && slot < base + incl;
-        const unsigned m = __ballot_sync(0xFFFFFFFFu, hit);
-        if (m) {
-          const int src = __ffs(m) - 1;
-          found_e = e0 + src;
-          found_t = int(slot - base - __shfl_sync(0xFFFFFFFFu, incl - tiles, src));
-          break;
-        }
-        base += __shfl_sync(0xFFFFFFFFu, incl, 31);
-      }
-      if (lane == 0) {
-        s_expert = found_e;
-        s_tile = found_t;
-      }
-    }
+    if (warp == 0) sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, lane, &s_expert, &s_tile);
     __syncthreads();
     const int e = s_expert;
     if (e < 0) return;  // past the real work; later slots are too
@@ -258,20 +230,14 @@ void launch(const Gemm80Config& c, const Params& p, cudaStream_t stream) {
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 
-// FP4MOE_LOG=1: print each config once per shape.
+// FP4MOE_LOG=1: each config once per shape.
 void log_choice(const char* which, const Gemm80Problem& pb, const Gemm80Config& c) {
-  static const bool on = [] {
-    const char* v = std::getenv("FP4MOE_LOG");
-    return v && v[0] == '1';
-  }();
-  if (!on) return;
-  static std::mutex mu;
-  static std::set<std::tuple<std::string, int64_t, int64_t, int, int>> seen;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!seen.insert({which, pb.rows_bound, pb.num_experts, pb.N, pb.K}).second) return;
-  std::fprintf(stderr, "fp4moe: %s sm80 rows_bound=%lld E=%lld N=%d K=%d -> token_tile %d, grid %lldx%lld (%s)\n",
-               which, (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, c.token_tile,
-               (long long)c.grid_x, (long long)c.grid_y, c.why.c_str());
+  if (!gemm_log_on()) return;
+  char line[512];
+  std::snprintf(line, sizeof line, "%s sm80 rows_bound=%lld E=%lld N=%d K=%d -> token_tile %d, grid %lldx%lld (%s)",
+                which, (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, c.token_tile,
+                (long long)c.grid_x, (long long)c.grid_y, c.why.c_str());
+  gemm_log(line);
 }
 
 Params base_params(const WeightMatrix& w, const ExpertRows& rows, const uint16_t* a_bf16, const uint8_t* a_fp4,
@@ -296,13 +262,7 @@ void sm80_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) 
   if (c.grid_y == 0) return;
   Params p = base_params(cw.w13, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, c.tiles);
   p.a_gather = a.a_gather;
-  p.epi.act = cw.desc.activation;
-  p.epi.alpha = cw.desc.swiglu_alpha;
-  p.epi.limit = cw.desc.swiglu_limit;
-  p.epi.h_bf16 = a.h_bf16;
-  p.epi.h_fp4 = a.h_fp4;
-  p.epi.h_scale = a.h_scale;
-  p.epi.h_gs = a.h_gs;
+  p.epi = sm80::gemm1_epilogue(cw.desc, a);
   if (a.a_fp4) launch<true, true>(c, p, stream);
   else launch<false, true>(c, p, stream);
 }

@@ -1,11 +1,12 @@
 // The pieces of the mma.sync main loop that gemm_sm80.cu (the fast path) and
-// gemm_splitk.cu (the split-K decode path) share: the row tables, the bf16 A-tile swizzle,
-// the weight fragment loads and their in-register decode. Swap-AB throughout: weight rows
+// gemm_splitk.cu (the split-K decode path) share, and gemm_sm90.cu and gemm_stream.cu
+// too: the slot scan, the row tables, the bf16 A-tile swizzle, the weight fragment loads
+// and their in-register decode, the epilogues. Swap-AB throughout: weight rows
 // are the MMA's M (two m16 tiles per warp), tokens its N (n8 tiles); the fragment layout is
-// gemm_internal.hpp's. The slot scan and the NVFP4 A decode stay in each file: shared, they
-// compiled to different PTX (register order, address folding).
+// gemm_internal.hpp's. The NVFP4 A decode stays in each file.
 //
-// With g = lane / 4, t = lane % 4 (ptx.cuh mma_m16n8k16_bf16). Device code only.
+// With g = lane / 4, t = lane % 4 (ptx.cuh mma_m16n8k16_bf16). Device code, and the
+// host-side gemm1_epilogue.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,39 @@ __device__ __forceinline__ void fill_row_tables(int e, int tile, const int32_t* 
   const int64_t r = int64_t(begin[e]) + row_in_expert;
   s_orow[j] = valid ? r : -1;
   s_arow[j] = valid ? (a_gather ? int64_t(a_gather[r]) : r) : -1;
+}
+
+// One warp (all 32 lanes): the (expert, token tile) of `slot` from a warp scan over count[]
+// (slots are numbered expert after expert, ceil(count / kTok) each); lane 0 writes them,
+// expert -1 when the slot is past the real work.
+template <int kTok>
+__device__ __forceinline__ void find_slot(int64_t slot, const int32_t* count, int64_t num_experts, int lane,
+                                          int* s_expert, int* s_tile) {
+  int found_e = -1, found_t = 0;
+  int64_t base = 0;
+  for (int e0 = 0; e0 < num_experts; e0 += 32) {
+    const int e = e0 + lane;
+    const int tiles = e < num_experts ? (max(count[e], 0) + kTok - 1) / kTok : 0;
+    int incl = tiles;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    const bool hit = slot >= base + incl - tiles && slot < base + incl;
+    const unsigned m = __ballot_sync(0xFFFFFFFFu, hit);
+    if (m) {
+      const int src = __ffs(m) - 1;
+      found_e = e0 + src;
+      found_t = int(slot - base - __shfl_sync(0xFFFFFFFFu, incl - tiles, src));
+      break;
+    }
+    base += __shfl_sync(0xFFFFFFFFu, incl, 31);
+  }
+  if (lane == 0) {
+    *s_expert = found_e;
+    *s_tile = found_t;
+  }
 }
 
 // A bf16 A tile is [tok][64 k], 128 B per token; 16-byte chunk ch (k 8ch..8ch+7) of token j
@@ -86,6 +120,19 @@ struct Epilogue {
   float h_gs = 1.0f;
   float* y = nullptr;
 };
+
+// GEMM 1's epilogue arguments from the layer and the call.
+inline Epilogue gemm1_epilogue(const LayerDesc& d, const Gemm1Args& a) {
+  Epilogue e;
+  e.act = d.activation;
+  e.alpha = d.swiglu_alpha;
+  e.limit = d.swiglu_limit;
+  e.h_bf16 = a.h_bf16;
+  e.h_fp4 = a.h_fp4;
+  e.h_scale = a.h_scale;
+  e.h_gs = a.h_gs;
+  return e;
+}
 
 // GEMM 1 epilogue of one warp's `tiles` m16 tiles (fragment rows nbw, nbw + 1; nbw even
 // when tiles == 2): acc[mt][nt] holds rows g (c0, c1: gate of i = (nbw + mt) * 8 + g) and

@@ -37,8 +37,6 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <set>
-#include <tuple>
 
 #include "cuda/common/check.hpp"
 #include "cuda/common/device.hpp"
@@ -147,32 +145,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
     // ---- which (expert, token tile) is this slot: warp 0 scans count[] ----
-    if (warp == 0) {
-      int found_e = -1, found_t = 0, base = 0;
-      for (int e0 = 0; e0 < w.num_experts; e0 += 32) {
-        const int e = e0 + lane;
-        const int tiles = e < w.num_experts ? (max(p.rows.count[e], 0) + kTok - 1) / kTok : 0;
-        int incl = tiles;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-          if (lane >= o) incl += v;
-        }
-        const bool hit = slot >= base + incl - tiles && slot < base + incl;
-        const unsigned m = __ballot_sync(0xFFFFFFFFu, hit);
-        if (m) {
-          const int src = __ffs(m) - 1;
-          found_e = e0 + src;
-          found_t = int(slot - base - __shfl_sync(0xFFFFFFFFu, incl - tiles, src));
-          break;
-        }
-        base += __shfl_sync(0xFFFFFFFFu, incl, 31);
-      }
-      if (lane == 0) {
-        s_expert = found_e;
-        s_tile = found_t;
-      }
-    }
+    if (warp == 0) sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, lane, &s_expert, &s_tile);
     __syncthreads();
     const int e = s_expert;
     if (e < 0) return;  // past the real work; later slots are too
@@ -356,20 +329,14 @@ std::string check_device(int device) {
 
 // FP4MOE_LOG=1: print each choice once per shape.
 void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, const std::string& refused) {
-  static const bool on = [] {
-    const char* v = std::getenv("FP4MOE_LOG");
-    return v && v[0] == '1';
-  }();
-  if (!on) return;
-  static std::mutex mu;
-  static std::set<std::tuple<std::string, int64_t, int64_t, int, int>> seen;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!seen.insert({which, pb.rows_bound, pb.num_experts, pb.N, pb.K}).second) return;
+  if (!gemm_log_on()) return;
   const bool runs = c.use && refused.empty();
-  std::fprintf(stderr, "fp4moe: %s sm90 rows_bound=%lld E=%lld N=%d K=%d -> %s (%s%s%s)\n", which,
-               (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K,
-               runs ? (c.token_tile == 64 ? "wgmma, 64 tokens" : "wgmma, 128 tokens") : "fast path", c.why.c_str(),
-               refused.empty() ? "" : "; ", refused.c_str());
+  char line[768];
+  std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d -> %s (%s%s%s)", which,
+                (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K,
+                runs ? (c.token_tile == 64 ? "wgmma, 64 tokens" : "wgmma, 128 tokens") : "fast path", c.why.c_str(),
+                refused.empty() ? "" : "; ", refused.c_str());
+  gemm_log(line);
 }
 
 // The config of one GEMM, or use = false (the caller runs the fast path).

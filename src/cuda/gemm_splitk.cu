@@ -22,9 +22,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
-#include <set>
-#include <tuple>
 
 #include "cuda/common/check.hpp"
 #include "cuda/common/ptx.cuh"
@@ -152,37 +149,6 @@ struct ReduceParams {
   float* y;
 };
 
-// Warp 0 only: the (expert, token tile) of `slot` from a warp scan over count[] (slots are
-// numbered expert after expert, ceil(count / 8) each); expert -1 when past the real work.
-__device__ __forceinline__ void find_slot(int64_t slot, const int32_t* count, int64_t num_experts, int lane,
-                                          int* s_expert, int* s_tile) {
-  int found_e = -1, found_t = 0;
-  int64_t base = 0;
-  for (int e0 = 0; e0 < num_experts; e0 += 32) {
-    const int e = e0 + lane;
-    const int tiles = e < num_experts ? (max(count[e], 0) + kTok - 1) / kTok : 0;
-    int incl = tiles;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-      if (lane >= o) incl += v;
-    }
-    const bool hit = slot >= base + incl - tiles && slot < base + incl;
-    const unsigned m = __ballot_sync(0xFFFFFFFFu, hit);
-    if (m) {
-      const int src = __ffs(m) - 1;
-      found_e = e0 + src;
-      found_t = int(slot - base - __shfl_sync(0xFFFFFFFFu, incl - tiles, src));
-      break;
-    }
-    base += __shfl_sync(0xFFFFFFFFu, incl, 31);
-  }
-  if (lane == 0) {
-    *s_expert = found_e;
-    *s_tile = found_t;
-  }
-}
-
 // Partial sums of one K slice (blockIdx.z) for 128 weight rows (blockIdx.x) x 8 tokens.
 template <bool A_FP4>
 __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gemm(const PartialParams p) {
@@ -205,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
   float* part = p.partials + int64_t(blockIdx.z) * p.rows.row_space * w.N;
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
-    if (warp == 0) find_slot(slot, p.rows.count, w.num_experts, lane, &s_expert, &s_tile);
+    if (warp == 0) sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, lane, &s_expert, &s_tile);
     __syncthreads();
     const int e = s_expert;
     if (e < 0) return;  // past the real work; later slots are too
@@ -347,7 +313,8 @@ __global__ void __launch_bounds__(kThreads) splitk_reduce_gemm1(const ReducePara
   const int blk = x % nblk, j = x / nblk;
   const int64_t plane = p.rows.row_space * w.N;
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
-    if (threadIdx.x < 32) find_slot(slot, p.rows.count, w.num_experts, int(threadIdx.x), &s_expert, &s_tile);
+    if (threadIdx.x < 32)
+      sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, int(threadIdx.x), &s_expert, &s_tile);
     __syncthreads();
     const int e = s_expert, row_in_expert = s_tile * kTok + j;
     __syncthreads();  // read by all before warp 0 writes the next slot's
@@ -407,7 +374,8 @@ __global__ void __launch_bounds__(kThreads) splitk_reduce_gemm2(const ReducePara
   const int n = int(blockIdx.x) * kThreads + int(threadIdx.x);
   const int64_t plane = p.rows.row_space * w.N;
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
-    if (threadIdx.x < 32) find_slot(slot, p.rows.count, w.num_experts, int(threadIdx.x), &s_expert, &s_tile);
+    if (threadIdx.x < 32)
+      sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, int(threadIdx.x), &s_expert, &s_tile);
     __syncthreads();
     const int e = s_expert, tile = s_tile;
     __syncthreads();  // read by all before warp 0 writes the next slot's
@@ -443,23 +411,17 @@ int sm_count(int device) {
   return n;
 }
 
-// FP4MOE_LOG=1: print each config once per shape.
+// FP4MOE_LOG=1: each config once per shape.
 void log_choice(const char* which, const SplitKProblem& pb, const SplitKConfig& c) {
-  static const bool on = [] {
-    const char* v = std::getenv("FP4MOE_LOG");
-    return v && v[0] == '1';
-  }();
-  if (!on) return;
-  static std::mutex mu;
-  static std::set<std::tuple<std::string, int64_t, int64_t, int, int, int>> seen;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!seen.insert({which, pb.rows_bound, pb.num_experts, pb.N, pb.K, pb.num_sms}).second) return;
-  std::fprintf(stderr,
-               "fp4moe: %s splitk rows_bound=%lld E=%lld N=%d K=%d SMs=%d -> %s, grid %lldx%lldx%d, %lld KiB in "
-               "flight per SM (%s)\n",
-               which, (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, pb.num_sms,
-               c.split ? "split" : "fast path", (long long)c.grid_x, (long long)c.grid_y, c.splits,
-               (long long)(c.in_flight_per_sm / 1024), c.why.c_str());
+  if (!gemm_log_on()) return;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "%s splitk rows_bound=%lld E=%lld N=%d K=%d SMs=%d -> %s, grid %lldx%lldx%d, %lld KiB in flight per "
+                "SM (%s)",
+                which, (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, pb.num_sms,
+                c.split ? "split" : "fast path", (long long)c.grid_x, (long long)c.grid_y, c.splits,
+                (long long)(c.in_flight_per_sm / 1024), c.why.c_str());
+  gemm_log(line);
 }
 
 // Config of one GEMM, or !split; checks the caller's partials when it splits.

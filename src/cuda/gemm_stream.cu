@@ -25,9 +25,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
-#include <set>
-#include <tuple>
 
 #include "cuda/common/check.hpp"
 #include "cuda/common/ptx.cuh"
@@ -247,20 +244,14 @@ void launch(const StreamConfig& c, const Params& p, cudaStream_t stream) {
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 
-// FP4MOE_LOG=1: print each config once per shape.
+// FP4MOE_LOG=1: each config once per shape.
 void log_choice(const char* which, const StreamProblem& pb, const StreamConfig& c) {
-  static const bool on = [] {
-    const char* v = std::getenv("FP4MOE_LOG");
-    return v && v[0] == '1';
-  }();
-  if (!on) return;
-  static std::mutex mu;
-  static std::set<std::tuple<std::string, int64_t, int64_t, int, int>> seen;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!seen.insert({which, pb.rows_bound, pb.num_experts, pb.N, pb.num_sms}).second) return;
-  std::fprintf(stderr, "fp4moe: %s stream rows_bound=%lld E=%lld N=%d SMs=%d -> %s (%s)\n", which,
-               (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.num_sms,
-               c.token_tiles ? "stream" : "fast path", c.why.c_str());
+  if (!gemm_log_on()) return;
+  char line[512];
+  std::snprintf(line, sizeof line, "%s stream rows_bound=%lld E=%lld N=%d SMs=%d -> %s (%s)", which,
+                (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.num_sms,
+                c.token_tiles ? "stream" : "fast path", c.why.c_str());
+  gemm_log(line);
 }
 
 int sm_count(int device) {
@@ -324,13 +315,7 @@ bool stream_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream
   const int32_t* active = active_list(cw.w13, a.rows, a.partials, stream);
   Params p = base_params(c, cw.w13, a.rows, active, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq);
   p.a_gather = a.a_gather;
-  p.epi.act = cw.desc.activation;
-  p.epi.alpha = cw.desc.swiglu_alpha;
-  p.epi.limit = cw.desc.swiglu_limit;
-  p.epi.h_bf16 = a.h_bf16;
-  p.epi.h_fp4 = a.h_fp4;
-  p.epi.h_scale = a.h_scale;
-  p.epi.h_gs = a.h_gs;
+  p.epi = sm80::gemm1_epilogue(cw.desc, a);
   if (a.a_fp4) launch<true, true>(c, p, stream);
   else launch<false, true>(c, p, stream);
   return true;
