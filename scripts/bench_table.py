@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Markdown tables of `fp4moe bench --json` results against issue 4's targets.
+
+    python3 scripts/bench_table.py RESULT.json [MORE.json ...]
+
+One table per (preset, quantization): per token count the median forward time, the floor
+(max(bytes / copy rate, flops / GEMM rate), ceilings measured in the same run), which term
+bounds it, floor/time, the target that applies and whether it is met, and the bf16 cuBLAS
+baseline when it ran. The regime decides the target: memory-bound (the byte term at least
+1.5x the flop term) >= 90%, compute-bound (the reverse) >= 78%, in between >= 70%.
+For kimi-k2 W4A16 the Hopper alternatives' times from issue 4 (same GPU model) are shown.
+"""
+import json
+import sys
+
+TARGETS = {"memory": 0.90, "compute": 0.78, "crossover": 0.70}
+
+# Issue 4: microseconds per kimi-k2 layer on an H200 (vLLM Marlin NVFP4, triton_kernels MXFP4).
+KIMI_PEERS = {1: (104, 148), 8: (558, 600), 32: (1687, 1591), 128: (3162, 3061), 512: (4328, 4152),
+              2048: (7620, 5642), 8192: (25817, 17375), 16384: (49939, 27219)}
+
+
+def regime(row, ceil):
+    copy, gemm = ceil.get("copy_bytes_per_s"), ceil.get("gemm_flops_per_s")
+    if not copy or not gemm:
+        return row.get("floor_bound") or "?"
+    mem, cmp = row["bytes"] / copy, row["flops"] / gemm
+    if mem >= 1.5 * cmp:
+        return "memory"
+    if cmp >= 1.5 * mem:
+        return "compute"
+    return "crossover"
+
+
+def fmt(x, digits=1):
+    return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def table(run, ceil):
+    preset, quant = run.get("preset", "?"), run.get("quant", "?")
+    kimi = preset == "kimi-k2" and quant == "w4a16"
+    head = "| T | µs | floor µs | bound | floor/time | target | met | bf16 cuBLAS µs | speed-up |"
+    sep = "|---|---|---|---|---|---|---|---|---|"
+    if kimi:
+        head += " Marlin NVFP4 µs | triton MXFP4 µs |"
+        sep += "---|---|"
+    lines = [f"### {preset} {quant.upper()}", "", head, sep]
+    met_all = True
+    for row in run.get("rows", []):
+        t = row["tokens"]
+        reg = regime(row, ceil)
+        frac = row.get("floor_fraction")
+        target = TARGETS.get(reg)
+        met = frac is not None and target is not None and frac >= target
+        met_all &= met
+        speedup = row.get("speedup_vs_baseline")
+        frac_s = "—" if frac is None else f"{100 * frac:.0f}%"
+        target_s = "—" if target is None else f"{100 * target:.0f}%"
+        speedup_s = "—" if speedup is None else f"{speedup:.2f}x"
+        line = (f"| {t} | {fmt(row.get('forward_us_median'))} | {fmt(row.get('floor_us'))} | {reg} | {frac_s} | "
+                f"{target_s} | {'yes' if met else 'no'} | {fmt(row.get('baseline_us_median'))} | {speedup_s} |")
+        if kimi:
+            peers = KIMI_PEERS.get(t)
+            line += f" {fmt(peers[0], 0) if peers else '—'} | {fmt(peers[1], 0) if peers else '—'} |"
+        lines.append(line)
+    lines.append("")
+    return lines, met_all
+
+
+def main(paths):
+    if not paths:
+        print(__doc__)
+        return 2
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        ceil = (doc.get("machine") or {}).get("ceilings") or {}
+        gpu = ((doc.get("machine") or {}).get("gpu") or {}).get("name", "?")
+        print(f"## {path}: {gpu}, commit {doc.get('git_commit', '?')}, {doc.get('date', '?')}")
+        print(f"ceilings: copy {fmt((ceil.get('copy_bytes_per_s') or 0) / 1e12, 2)} TB/s, "
+              f"bf16 GEMM {fmt((ceil.get('gemm_flops_per_s') or 0) / 1e12, 0)} TFLOP/s")
+        print()
+        for run in doc.get("runs", []):
+            lines, _ = table(run, ceil)
+            print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
