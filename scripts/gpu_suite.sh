@@ -88,7 +88,8 @@ for stage in $stages; do
     compare)
       # GEMM paths side by side on the decode-to-prefill range (no check: speed only)
       for gemm in ${COMPARE_GEMMS:-fast splitk stream}; do
-        FP4MOE_GEMM=$gemm timeout ${BENCH_TIMEOUT:-900} "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} \
+        # stream_pdl: the stream path with GEMM 2 as a programmatic dependent of GEMM 1
+        FP4MOE_GEMM=${gemm%_pdl} FP4MOE_PDL=$([ "${gemm%_pdl}" != "$gemm" ] && echo 1) timeout ${BENCH_TIMEOUT:-900} "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} \
           --tokens ${COMPARE_TOKENS:-1,8,32,128,512} --iters ${COMPARE_ITERS:-50} --no-check --no-baseline --json "$OUT/compare-$gemm.json" \
           >"$OUT/compare-$gemm.log" 2>&1
         note "compare $gemm rc=$?"

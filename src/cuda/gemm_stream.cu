@@ -145,6 +145,11 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
   const int sb = frag_scale_bytes(w.block), chunks = sb / 16;
   const bool mx = w.block == 32;
   uint8_t* ring = smem + warp * (kStages * kStageBytes);
+  // A grid launched as this one's dependent (GEMM 2 after GEMM 1, FP4MOE_PDL=1) may start
+  // now: it streams its own weights until it needs this grid's output.
+  ptx::grid_dependency_trigger();
+  // Read before grid_dependency_wait: the active list, count and begin, written before the
+  // grid this one may depend on started (launch_stream_gemm), and the weights.
   const int64_t units = int64_t(p.active[0]) * p.units_per_expert;
 
   for (int64_t u = int64_t(blockIdx.x) * kWarps + warp; u < units; u += int64_t(gridDim.x) * kWarps) {
@@ -190,6 +195,7 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
 
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) issue(s);
+      ptx::grid_dependency_wait();  // A (GEMM 2: h) is the previous grid's output; outputs follow
       for (int kb = 0; kb < KB; ++kb) {
         uint32_t b[NT][4][2];
 #pragma unroll
@@ -227,21 +233,53 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
   }
 }
 
+// One launch; with `dependent`, as a programmatic dependent of the previous kernel on the
+// stream (it may start before that kernel ends and waits for it in grid_dependency_wait).
+template <int NT, int MT, bool A_FP4, bool GEMM1>
+void launch_one(unsigned grid, const Params& p, bool dependent, cudaStream_t stream) {
+  if (!dependent) {
+    stream_gemm<NT, MT, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p);
+    FP4MOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  FP4MOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, stream_gemm<NT, MT, A_FP4, GEMM1>, p));
+}
+
 // The listed instantiations: tokens per pass {8, 16} x unit rows {16 (bf16 A only), 32}.
 template <bool A_FP4, bool GEMM1>
-void launch(const StreamConfig& c, const Params& p, cudaStream_t stream) {
+void launch(const StreamConfig& c, const Params& p, bool dependent, cudaStream_t stream) {
   const unsigned grid = unsigned(c.grid);
   if constexpr (!A_FP4) {
     if (c.unit_tiles == 1) {
-      if (c.token_tiles == 1) stream_gemm<1, 1, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p);
-      else stream_gemm<2, 1, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p);
-      FP4MOE_CUDA_CHECK_LAUNCH();
+      if (c.token_tiles == 1) launch_one<1, 1, A_FP4, GEMM1>(grid, p, dependent, stream);
+      else launch_one<2, 1, A_FP4, GEMM1>(grid, p, dependent, stream);
       return;
     }
   }
-  if (c.token_tiles == 1) stream_gemm<1, 2, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p);
-  else stream_gemm<2, 2, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p);
-  FP4MOE_CUDA_CHECK_LAUNCH();
+  if (c.token_tiles == 1) launch_one<1, 2, A_FP4, GEMM1>(grid, p, dependent, stream);
+  else launch_one<2, 2, A_FP4, GEMM1>(grid, p, dependent, stream);
+}
+
+// FP4MOE_PDL=1 on an sm_90+ device: GEMM 2 is launched as a programmatic dependent of GEMM 1
+// (experimental until measured). Only when the active list came from gemm_prepare_rows:
+// then everything GEMM 2 reads before grid_dependency_wait was complete before GEMM 1
+// (an ordinary launch) started.
+bool gemm2_dependent(const CudaWeights& cw, const ExpertRows& rows) {
+  const char* v = std::getenv("FP4MOE_PDL");  // read per call: tests switch it around forwards
+  if (!(v && v[0] == '1') || !rows.active) return false;
+  int major = 0;
+  FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cw.device));
+  return major >= 9;
 }
 
 // FP4MOE_LOG=1: each config once per shape.
@@ -316,8 +354,8 @@ bool stream_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream
   Params p = base_params(c, cw.w13, a.rows, active, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq);
   p.a_gather = a.a_gather;
   p.epi = sm80::gemm1_epilogue(cw.desc, a);
-  if (a.a_fp4) launch<true, true>(c, p, stream);
-  else launch<false, true>(c, p, stream);
+  if (a.a_fp4) launch<true, true>(c, p, false, stream);
+  else launch<false, true>(c, p, false, stream);
   return true;
 }
 
@@ -327,8 +365,9 @@ bool stream_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream
   const int32_t* active = active_list(cw.w2, a.rows, a.partials, stream);
   Params p = base_params(c, cw.w2, a.rows, active, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq);
   p.epi.y = a.y;
-  if (a.a_fp4) launch<true, false>(c, p, stream);
-  else launch<false, false>(c, p, stream);
+  const bool dependent = gemm2_dependent(cw, a.rows);
+  if (a.a_fp4) launch<true, false>(c, p, dependent, stream);
+  else launch<false, false>(c, p, dependent, stream);
   return true;
 }
 

@@ -69,6 +69,21 @@ std::vector<float> reference_tokens(const MoEProblem& p, int64_t n) {
 }
 
 // gemm: the FP4MOE_GEMM value the backend sees at prepare ("" = the default path).
+// Sets (value) or unsets (nullptr) an environment variable for its lifetime.
+class EnvVar {
+ public:
+  EnvVar(const char* name, const char* value) : name_(name) {
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~EnvVar() { unsetenv(name_); }
+  EnvVar(const EnvVar&) = delete;
+  EnvVar& operator=(const EnvVar&) = delete;
+
+ private:
+  const char* name_;
+};
+
 Layer prepare_cuda(const MoEProblem& p, const std::string& gemm = "") {
   if (!gemm.empty()) setenv("FP4MOE_GEMM", gemm.c_str(), 1);
   PrepareOptions o;
@@ -284,14 +299,18 @@ TEST_P(CudaLayerConformance, MatchesReference) {
   const BatchedInput batched = make_batched(p);
   Stream stream;
 
-  for (const std::string gemm : {"", "naive", "splitk", "stream", "sm90"}) {
-    // Full-size layers: the naive, splitk and sm90 paths are covered on every other case (sm90
-    // runs the fast path at their T of 1 and 128); preparing a 9 GB layer once more for each
-    // costs a minute and checks nothing new.
-    if ((gemm == "naive" || gemm == "splitk" || gemm == "sm90") && c.random_codes) continue;
+  for (const std::string gemm : {"", "naive", "splitk", "stream", "stream_pdl", "sm90"}) {
+    // Full-size layers: the naive, splitk, stream_pdl and sm90 paths are covered on every other
+    // case (sm90 runs the fast path at their T of 1 and 128); preparing a 9 GB layer once more
+    // for each costs a minute and checks nothing new.
+    if (c.random_codes && (gemm == "naive" || gemm == "splitk" || gemm == "sm90" || gemm == "stream_pdl")) continue;
     const bool naive = gemm == "naive";
     SCOPED_TRACE(c.name + (gemm.empty() ? " [default GEMM path]" : " [FP4MOE_GEMM=" + gemm + "]"));
-    const Layer layer = prepare_cuda(p, gemm);
+    // stream_pdl: the stream path with GEMM 2 launched as a programmatic dependent of GEMM 1
+    // (FP4MOE_PDL=1 while this path's forwards run)
+    const bool pdl = gemm == "stream_pdl";
+    EnvVar pdl_env("FP4MOE_PDL", pdl ? "1" : nullptr);
+    const Layer layer = prepare_cuda(p, pdl ? "stream" : gemm);
     ASSERT_EQ(layer.backend(), "cuda");
     StandardRun run(p, layer, p.topk_ids, stream.get());
 

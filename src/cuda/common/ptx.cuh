@@ -38,6 +38,20 @@ __device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool va
   const uint32_t d = uint32_t(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(gmem), "r"(valid ? 8 : 0));
 }
+// Programmatic dependent launch (sm_90+; PTX "griddepcontrol"; no-ops elsewhere):
+// grid_dependency_wait blocks until the grids this one depends on have completed and their
+// memory is visible (immediately when it was not launched as a dependent);
+// grid_dependency_trigger lets a grid launched as this one's dependent start early.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependency_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
