@@ -101,9 +101,9 @@ for stage in $stages; do
       for gemm in ${PROFILE_GEMMS:-fast stream}; do
         for tok in ${PROFILE_TOKENS:-1 32}; do
           FP4MOE_GEMM=$gemm timeout ${PROFILE_TIMEOUT:-120} ncu --clock-control none --metrics gpu__time_duration.sum \
-            --kernel-name regex:'^(?!.*(gemm_bf16|cutlass|xmma|Kernel|copy16|fill_random)).*' --launch-skip 0 \
+            --kernel-name regex:'stream_|sm80_grouped|sm90_grouped|splitk_|naive_gemm|permute_|combine|_rows_kernel|writeback|route_kernel|batched_rows' --launch-skip 0 \
             --launch-count ${PROFILE_LAUNCHES:-40} --csv --print-units base \
-            "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} --tokens $tok --iters 1 --copies 1 --no-check \
+            "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} --tokens $tok --iters 1 --copies 1 --no-check --no-ceilings \
             --no-baseline >"$OUT/profile-$gemm-$tok.csv" 2>"$OUT/profile-$gemm-$tok.err"
           note "profile $gemm T=$tok rc=$?"
           python3 scripts/ncu_breakdown.py "$OUT/profile-$gemm-$tok.csv" | tail -12

@@ -170,12 +170,16 @@ struct Machine {
   bool floor_ok() const { return ceil.copy_ok && ceil.gemm_ok; }
 };
 
-void measure_machine(Machine* m, int device) {
+void measure_machine(Machine* m, int device, bool ceilings) {
   if (m->measured) return;
   m->measured = true;
   m->gpu = cuda_gpu_info(device);
-  std::fprintf(stderr, "measuring ceilings (device-to-device copy, cuBLAS bf16 GEMM) ...\n");
-  m->ceil = measure_ceilings(device, kCeilingIters);
+  if (ceilings) {
+    std::fprintf(stderr, "measuring ceilings (device-to-device copy, cuBLAS bf16 GEMM) ...\n");
+    m->ceil = measure_ceilings(device, kCeilingIters);
+  } else {
+    m->ceil.note = "not measured (--no-ceilings)";
+  }
   const GpuInfo& g = m->gpu;
   std::printf("GPU: %s, %d SMs, L2 %.0f MiB, SM clock max %d MHz%s, memory clock max %d MHz%s\n", g.name.c_str(),
               g.sm_count, double(g.l2_bytes) / kMiB, g.sm_clock_max_mhz,
@@ -306,7 +310,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   const int iters = o.iters > 0 ? o.iters : (on_cuda ? 50 : 5);
   const int warmup = o.warmup >= 0 ? o.warmup : (on_cuda ? 10 : 1);
   const int sets = o.sets;
-  if (on_cuda) measure_machine(machine, 0);
+  if (on_cuda) measure_machine(machine, 0, o.ceilings);
 
   // Host: the synthetic checkpoint (kept until the copies and the baseline are built),
   // prepare's validated copy, a host backend's own layout (the reference backend reads the

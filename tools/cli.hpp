@@ -28,6 +28,7 @@ struct BenchOptions {
   bool all = false;                   // every preset and quantization (also --model all)
   bool tokens_given = false;          // --tokens was on the command line (--all has its own default)
   bool baseline = true;               // time the bf16 cuBLAS baseline (GPU only)
+  bool ceilings = true;               // measure the copy and GEMM ceilings (GPU only; off: no floor)
   int copies = 0;                     // weight copies rotated; 0: enough to exceed 4 x L2
 };
 // 0 ok (or skipped for lack of memory), 1 check failed, 2 error.

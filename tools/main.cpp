@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
                            "default: on unless --all or more than 4 token counts");
   bench->add_flag_callback("--no-check", [&b] { b.check = 0; }, "speed run only");
   bench->add_flag("!--no-baseline", b.baseline, "skip the bf16 cuBLAS baseline");
+  bench->add_flag("!--no-ceilings", b.ceilings,
+                  "skip measuring the copy and GEMM ceilings (no floor; for profilers, which would see their kernels)");
   bench->add_option("--copies", b.copies, "weight copies rotated (default: enough that touched x copies >= 4 x L2)")
       ->check(CLI::Range(1, 64));
   bench->add_option("--json", b.json_path, "write the results as JSON to this file");
