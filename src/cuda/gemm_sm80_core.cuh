@@ -25,9 +25,12 @@ __device__ __forceinline__ uint32_t e4m3_scale_bf16x2(uint32_t code) {
 // The folded weight scale S of the prepared code in byte `byte` of `word`, as a bf16
 // broadcast to both halves: one byte permute ([code, 0, code, 0]) and one integer step
 // (gemm_internal.hpp folded_scale_bf16_bits, applied to both halves at once).
+// One multiply-add for both formats (mul, add are loop-invariant): NVFP4 p * 16 + (236 << 7)
+// per half, MX p * 128.
 __device__ __forceinline__ uint32_t scale_pair_bf16x2(uint32_t word, int byte, bool mx) {
   const uint32_t p = __byte_perm(word, 0u, uint32_t(byte) | 0x40u | uint32_t(byte) << 8 | 0x4000u);
-  return mx ? p << 7 : p * 16u + ((236u << 7) | (236u << 23));
+  const uint32_t mul = mx ? 128u : 16u, add = mx ? 0u : ((236u << 7) | (236u << 23));
+  return p * mul + add;
 }
 
 // Threads [0, kTok) only: the row tables of token tile `tile` of expert e.
