@@ -17,11 +17,13 @@
 // Word (lane, kk) holds the 8 e2m1 values lane needs for the A operand of
 // mma.m16n8k16 over k-step kk (PTX ISA, "Matrix Fragments for mma.m16n8k16", .bf16 A):
 // with g = lane / 4, t = lane % 4, register a_j (j = 0..3) holds rows
-// (g, g+8, g, g+8)[j] and k = 2t + (j >= 2 ? 8 : 0) + {0, 1}. Element (a_j, low) sits at
-// bits [12-4j, 15-4j], (a_j, high) at bits [28-4j, 31-4j]: shifting the word left by 4
-// between registers, bits 12-15 / 28-31 are always the ones decoded (see ptx.cuh
-// e2m1x2_top_nibbles_to_bf16x2). One lane's 4 words (16 bytes) cover k-steps 0..3, so
-// a warp loads a whole fragment block with one coalesced 16-byte load per lane.
+// (g, g+8, g, g+8)[j] and k = 2t + (j >= 2 ? 8 : 0) + {0, 1}. Element (a_j, low) sits in
+// nibble 2j (bits 8j..8j+3), (a_j, high) in nibble 2j + 1, each as a *stored code*: the
+// e2m1 code with its two low bits swapped (frag_stored_code; bit 3 sign, bit 2 exponent
+// high, bit 1 mantissa, bit 0 exponent low), so that two byte-permute lookups turn four
+// codes into the low and high bytes of their bf16 (frag_decode_word). One lane's 4 words
+// (16 bytes) cover k-steps 0..3, so a warp loads a whole fragment block with one
+// coalesced 16-byte load per lane.
 //
 // Scales: SB = 16 * 64 / block bytes per fragment block, same block order, inside
 //   [g 8][c 64/block][half 2]        c = (k % 64) / block, half = (n' % 16) / 8
@@ -79,15 +81,55 @@ FP4MOE_HD int64_t w13_device_row(int64_t i, bool up) { return (i / 8) * 16 + (up
 
 struct NibbleAt {
   int64_t word;  // index into WeightMatrix::q
-  int shift;     // the e2m1 code is (q[word] >> shift) & 15
+  int shift;     // the stored code is (q[word] >> shift) & 15 (frag_stored_code)
 };
 // Where the code of (expert e, device row n, k) lives.
 FP4MOE_HD NibbleAt frag_nibble(int64_t e, int64_t n, int64_t k, int N, int Kp) {
   const int r = int(n % 16), c = int(k % 16), kk = int((k % 64) / 16);
   const int lane = (r % 8) * 4 + (c % 8) / 2;
   const int j = (r / 8) + 2 * (c / 8);
-  const int shift = (c % 2) ? 28 - 4 * j : 12 - 4 * j;
+  const int shift = 8 * j + 4 * (c % 2);
   return {frag_block_index(e, n, k, N, Kp) * kFragWords + lane * 4 + kk, shift};
+}
+// e2m1 code <-> stored code: bits 0 and 1 swapped (its own inverse).
+FP4MOE_HD uint32_t frag_stored_code(uint32_t code) { return (code & 0xCu) | ((code & 1u) << 1) | ((code >> 1) & 1u); }
+
+// PRMT (PTX "prmt.b32", default mode): byte i of the result is byte s_i & 7 of {b, a}
+// (a = bytes 0-3) for selector nibble s_i, replicated sign when s_i & 8. The host version
+// is for the tests of frag_decode_word.
+FP4MOE_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(a, b, s);
+#else
+  const uint64_t ab = uint64_t(b) << 32 | a;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t sel = (s >> (4 * i)) & 15u;
+    uint32_t byte = uint32_t(ab >> (8 * (sel & 7u))) & 0xFFu;
+    if (sel & 8u) byte = (byte & 0x80u) ? 0xFFu : 0u;
+    r |= byte << (8 * i);
+  }
+  return r;
+#endif
+}
+
+// One word of stored codes -> the four bf16x2 registers a_0..a_3 (low half: nibble 2j,
+// high half: nibble 2j + 1), each value e2m1 * 2^-126 exactly (sign at bit 15, exponent
+// bits at 8-7, mantissa at 6, as the scale folding expects). The low byte of a value's
+// bf16 depends on (mantissa, exponent low) = stored bits 1-0, the high byte on (sign,
+// exponent high) = stored bits 3-2: two 4-entry tables in one 8-byte PRMT table, 13 integer
+// operations for 8 values.
+FP4MOE_HD void frag_decode_word(uint32_t q, uint32_t (&a)[4]) {
+  constexpr uint32_t kLow = 0xC0408000u;   // bytes 0-3: index (m, e0) -> e0 << 7 | m << 6
+  constexpr uint32_t kHigh = 0x81800100u;  // bytes 4-7: index 4 + (s, e1) -> s << 7 | e1
+  const uint32_t lo_sel = q & 0x33333333u;
+  const uint32_t hi_sel = ((q >> 2) & 0x33333333u) | 0x44444444u;
+  const uint32_t lo0 = byte_perm(kLow, kHigh, lo_sel), hi0 = byte_perm(kLow, kHigh, hi_sel);
+  const uint32_t lo1 = byte_perm(kLow, kHigh, lo_sel >> 16), hi1 = byte_perm(kLow, kHigh, hi_sel >> 16);
+  a[0] = byte_perm(lo0, hi0, 0x5140u);
+  a[1] = byte_perm(lo0, hi0, 0x7362u);
+  a[2] = byte_perm(lo1, hi1, 0x5140u);
+  a[3] = byte_perm(lo1, hi1, 0x7362u);
 }
 // Byte index of the scale of (expert e, device row n, k).
 FP4MOE_HD int64_t frag_scale(int64_t e, int64_t n, int64_t k, int N, int Kp, int block) {

@@ -95,21 +95,21 @@ __device__ __forceinline__ void load_weight_frag(const uint8_t* frag, const uint
 }
 
 // The A operand (weights, rows g / g+8) of k-step kk of one m16 tile, decoded to bf16 in
-// registers: per 8 values, 4 shifts and 4 bf16x2 multiplies by the folded block scale (exact).
+// registers: per 8 values, the table decode of frag_decode_word and 4 bf16x2 multiplies by
+// the folded block scale (exact).
 __device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq, const uint2& ws, int kk, bool mx) {
   const int col = mx ? kk / 2 : kk;
   const uint32_t sbytes = mx ? ws.x : (col < 2 ? ws.x : ws.y);
   const int b = (col % 2) * 2;  // bytes [c][half]: column c at byte 2c (mod 4) of its word
   const uint32_t s_g = scale_pair_bf16x2(sbytes, b, mx);
   const uint32_t s_g8 = scale_pair_bf16x2(sbytes, b + 1, mx);
-  uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
-  a[0] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
-  q <<= 4;
-  a[1] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g8);
-  q <<= 4;
-  a[2] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g);
-  q <<= 4;
-  a[3] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2(q), s_g8);
+  const uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
+  uint32_t v[4];
+  frag_decode_word(q, v);
+  a[0] = ptx::mul_bf16x2(v[0], s_g);
+  a[1] = ptx::mul_bf16x2(v[1], s_g8);
+  a[2] = ptx::mul_bf16x2(v[2], s_g);
+  a[3] = ptx::mul_bf16x2(v[3], s_g8);
 }
 
 // What the epilogues write: GEMM 1 h (bf16, or NVFP4 requantized with q_scale h_gs),

@@ -99,8 +99,8 @@ HostMatrix build_matrix(const char* name, const std::vector<uint8_t>& data,
               const int64_t row = canonical_row(n0 + lane / 4 + 8 * (j & 1), N);
               const int64_t k = int64_t(kb) * kFragK + kk * 16 + (lane % 4) * 2 + 8 * (j >> 1);
               if (k >= K) continue;
-              const uint32_t byte = d[row * (K / 2) + k / 2];
-              word |= (byte & 15u) << (12 - 4 * j) | (byte >> 4) << (28 - 4 * j);
+              const uint32_t byte = d[row * (K / 2) + k / 2];  // low nibble: k (even), high: k + 1
+              word |= frag_stored_code(byte & 15u) << (8 * j) | frag_stored_code(byte >> 4) << (8 * j + 4);
             }
             qe[((n0 / kFragRows) * KB + kb) * kFragWords + lane * 4 + kk] = word;
           }

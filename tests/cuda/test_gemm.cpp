@@ -955,6 +955,31 @@ TEST(CudaGemmSm90, MatchesFastOnKimiShapes) {
   compare(payload<float>(yf), payload<float>(yw), s.H, 1e-4, 1e-4, "y");
 }
 
+// The table decode of a fragment word: every stored code at every position decodes to the
+// bf16 of e2m1 * 2^-126 (sign at bit 15, magnitude at bits 8-6), exactly; the stored code is
+// the e2m1 code with bits 0 and 1 swapped; the host byte_perm follows PTX prmt.
+TEST(CudaGemmLayout, FragmentWordDecodesEveryCode) {
+  EXPECT_EQ(byte_perm(0x33221100u, 0x77665544u, 0x5140u), 0x55114400u);
+  EXPECT_EQ(byte_perm(0x33221100u, 0x77665544u, 0x7362u), 0x77336622u);
+  EXPECT_EQ(byte_perm(0x00008000u, 0u, 0x9999u), 0xFFFFFFFFu);  // sign replication
+  for (uint32_t c = 0; c < 16; ++c) EXPECT_EQ(frag_stored_code(frag_stored_code(c)), c);
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 20000; ++trial) {
+    // every code at every nibble position in the first 16 x 8 trials, then random words
+    uint32_t q = uint32_t(rng());
+    if (trial < 16 * 8) q = (q & ~(15u << (4 * (trial % 8)))) | uint32_t(trial / 8) << (4 * (trial % 8));
+    uint32_t a[4];
+    frag_decode_word(q, a);
+    for (int j = 0; j < 4; ++j)
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t code = frag_stored_code((q >> (8 * j + 4 * h)) & 15u);
+        const uint32_t bits = (a[j] >> (16 * h)) & 0xFFFFu;
+        ASSERT_EQ(bits, (code & 8u) << 12 | (code & 7u) << 6) << "word " << q << " j " << j << " half " << h;
+        ASSERT_EQ(bits_f32(bits << 16), e2m1_to_f32(uint8_t(code)) * std::ldexp(1.0f, -126));
+      }
+  }
+}
+
 // Layout index functions: every (row, k) of a block has its own nibble, scale indices
 // stay inside the block's scale bytes.
 TEST(CudaGemmLayout, NibblesAreABijection) {
