@@ -49,6 +49,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cuda/gemm.hpp"
 #include "fp4moe/format.h"
@@ -180,6 +181,19 @@ class CudaWeights final : public DeviceWeights {
 // the first time it is seen (the line names the shape, so each shape is logged once).
 bool gemm_log_on();
 void gemm_log(const std::string& line);
+
+// One matrix set in the fragment layout, built on the host (upload_weights' first step):
+// canonical (E, rows, K/2) data + (E, rows, K/block) scales + dq[E] -> q, scale, epi as
+// WeightMatrix describes them. canonical_row maps a device row n' to its canonical row.
+// Throws when an MXFP4 expert spans too many binades to be folded exactly.
+struct HostFragments {
+  std::vector<uint32_t> q;
+  std::vector<uint8_t> scale;
+  std::vector<float> epi;
+};
+HostFragments build_fragments(const char* name, const std::vector<uint8_t>& data, const std::vector<uint8_t>& scale,
+                              const std::vector<float>& dq, int64_t E, int N, int K, int block,
+                              int64_t (*canonical_row)(int64_t, int64_t));
 
 // Internal launchers (arguments already validated by gemm_dispatch.cpp).
 void naive_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);

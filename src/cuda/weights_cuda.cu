@@ -20,24 +20,12 @@ CudaWeights::~CudaWeights() {
   if (have_prev) cudaSetDevice(prev);
 }
 
-namespace {
-
-// One matrix set in host memory, in the device layout.
-struct HostMatrix {
-  std::vector<uint32_t> q;
-  std::vector<uint8_t> scale;
-  std::vector<float> epi;
-};
-
-// Canonical (E, rows, K/2) data + (E, rows, K/block) scales -> fragment layout.
-// canonical_row maps a device row n' to its canonical row. Throws when an MXFP4 expert spans too many
-// binades to be folded exactly (see gemm_internal.hpp).
-HostMatrix build_matrix(const char* name, const std::vector<uint8_t>& data,
-                        const std::vector<uint8_t>& scale, const std::vector<float>& dq, int64_t E,
-                        int N, int K, int block, int64_t (*canonical_row)(int64_t, int64_t)) {
+HostFragments build_fragments(const char* name, const std::vector<uint8_t>& data, const std::vector<uint8_t>& scale,
+                              const std::vector<float>& dq, int64_t E, int N, int K, int block,
+                              int64_t (*canonical_row)(int64_t, int64_t)) {
   const int Kp = (K + kFragK - 1) / kFragK * kFragK;
   const int64_t cols = K / block;
-  HostMatrix m;
+  HostFragments m;
   m.q.assign(size_t(E) * (N / kFragRows) * (Kp / kFragK) * kFragWords, 0u);
   m.scale.assign(size_t(E) * (N / kFragRows) * (Kp / kFragK) * frag_scale_bytes(block), 0u);
   m.epi.resize(size_t(E));
@@ -131,6 +119,8 @@ HostMatrix build_matrix(const char* name, const std::vector<uint8_t>& data,
   return m;
 }
 
+namespace {
+
 // Inverse of w13_device_row: n' -> canonical row (gate i, or I + i for up i).
 int64_t w13_row(int64_t n, int64_t N) {
   const int64_t i = (n / 16) * 8 + n % 8;
@@ -162,8 +152,9 @@ std::unique_ptr<DeviceWeights> upload_weights(const detail::HostWeights& w, int 
   if (!w.w13_bias.empty()) need("w13_bias", w.w13_bias.size(), size_t(E * 2 * I));
   if (!w.w2_bias.empty()) need("w2_bias", w.w2_bias.size(), size_t(E * H));
 
-  const HostMatrix m13 = build_matrix("w13", w.w13, w.w13_scale, w.w13_dq, E, int(2 * I), int(H), block, w13_row);
-  const HostMatrix m2 = build_matrix("w2", w.w2, w.w2_scale, w.w2_dq, E, int(H), int(I), block, identity_row);
+  const HostFragments m13 =
+      build_fragments("w13", w.w13, w.w13_scale, w.w13_dq, E, int(2 * I), int(H), block, w13_row);
+  const HostFragments m2 = build_fragments("w2", w.w2, w.w2_scale, w.w2_dq, E, int(H), int(I), block, identity_row);
 
   auto out = std::make_unique<CudaWeights>();
   out->desc = w.desc;
@@ -179,7 +170,7 @@ std::unique_ptr<DeviceWeights> upload_weights(const detail::HostWeights& w, int 
     FP4MOE_CUDA_CHECK(cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice));
     return p;
   };
-  auto fill = [&](WeightMatrix& d, const HostMatrix& h, const std::vector<float>& bias, int N, int K) {
+  auto fill = [&](WeightMatrix& d, const HostFragments& h, const std::vector<float>& bias, int N, int K) {
     d.q = static_cast<const uint32_t*>(upload(h.q.data(), h.q.size() * 4));
     d.scale = static_cast<const uint8_t*>(upload(h.scale.data(), h.scale.size()));
     d.epi = static_cast<const float*>(upload(h.epi.data(), h.epi.size() * 4));

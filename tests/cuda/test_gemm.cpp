@@ -980,6 +980,53 @@ TEST(CudaGemmLayout, FragmentWordDecodesEveryCode) {
   }
 }
 
+// The prepared layout as a whole, on the host: for every (expert, row, k) of random NVFP4
+// (scales negative, zero and subnormal included) and MXFP4 matrices, the stored code and
+// folded scale at frag_nibble / frag_scale, times 2^F from epi, give back exactly the
+// canonical e2m1 * scale; padding past K holds zero codes.
+TEST(CudaGemmLayout, PreparedFragmentsReproduceTheCheckpoint) {
+  std::mt19937_64 rng(9);
+  for (const int block : {16, 32}) {
+    const int64_t E = 3;
+    const int N = 48, K = block == 16 ? 80 : 96;  // Kp = 128: one padded column of blocks
+    const int Kp = (K + kFragK - 1) / kFragK * kFragK;
+    std::vector<uint8_t> data(size_t(E * N * K / 2)), scale(size_t(E * N * K / block));
+    for (auto& b : data) b = uint8_t(rng());
+    for (auto& c : scale) {
+      if (block == 32) {
+        c = uint8_t(120 + rng() % 16);
+        continue;
+      }
+      c = random_e4m3(rng) | (rng() % 4 == 0 ? 0x80 : 0);
+      if ((c & 0x7F) == 0x7F) c = 0x7E;  // NaN codes are rejected by prepare
+    }
+    const std::vector<float> dq(size_t(E), 1.0f);
+    const HostFragments f =
+        build_fragments("w", data, scale, dq, E, N, K, block, [](int64_t r, int64_t) { return r; });
+    for (int64_t e = 0; e < E; ++e) {
+      const double two_f = double(f.epi[size_t(e)]);  // 2^F * dq, dq = 1
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < Kp; ++k) {
+          const NibbleAt at = frag_nibble(e, n, k, N, Kp);
+          const uint32_t code = frag_stored_code((f.q[size_t(at.word)] >> at.shift) & 15u);
+          if (k >= K) {
+            ASSERT_EQ(code & 7u, 0u) << "padding at k " << k;
+            continue;
+          }
+          const uint8_t byte = data[size_t((e * N + n) * (K / 2) + k / 2)];
+          const uint8_t canon = (k & 1) ? byte >> 4 : byte & 15;
+          const uint8_t sc = scale[size_t((e * N + n) * (K / block) + k / block)];
+          const double want = double(e2m1_to_f32(canon)) *
+                              (block == 16 ? double(e4m3_to_f32(sc)) : std::ldexp(1.0, int(sc) - 127));
+          const double got = double(e2m1_to_f32(uint8_t(code))) *
+                             double(folded_scale(f.scale[size_t(frag_scale(e, n, k, N, Kp, block))], block)) * two_f;
+          ASSERT_EQ(got, want) << "block " << block << " e " << e << " n " << n << " k " << k << " scale code "
+                               << int(sc) << " e2m1 " << int(canon);
+        }
+    }
+  }
+}
+
 // Layout index functions: every (row, k) of a block has its own nibble, scale indices
 // stay inside the block's scale bytes.
 TEST(CudaGemmLayout, NibblesAreABijection) {
