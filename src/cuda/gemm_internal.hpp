@@ -114,6 +114,15 @@ FP4MOE_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
 #endif
 }
 
+// Where a lane's scale bytes for k-step kk sit in the 8 bytes it loads from its fragment
+// block's scales (row g's and row g+8's, `ws` = bytes [g * sb / 8, + 8)): the word (0: ws.x,
+// 1: ws.y) and the byte of row g; row g+8's is the next byte.
+FP4MOE_HD void frag_scale_select(int kk, bool mx, int* word, int* byte) {
+  const int col = mx ? kk / 2 : kk;  // the 16- or 32-wide scale column of k-step kk
+  *word = mx ? 0 : col / 2;
+  *byte = (col % 2) * 2;             // bytes [c][half]: column c at byte 2c (mod 4) of its word
+}
+
 // One word of stored codes -> the four bf16x2 registers a_0..a_3 (low half: nibble 2j,
 // high half: nibble 2j + 1), each value e2m1 * 2^-126 exactly (sign at bit 15, exponent
 // bits at 8-7, mantissa at 6, as the scale folding expects). The low byte of a value's

@@ -79,7 +79,7 @@ struct Params {
 };
 
 template <int NT, bool A_FP4, bool GEMM1>
-__global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : 4) sm80_grouped_gemm(const Params p) {
+__global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3 : 4) sm80_grouped_gemm(const Params p) {
   using T = Tile<NT, A_FP4>;
   constexpr int kTok = T::kTok;
   __shared__ __align__(128) uint8_t smem[T::kSmem];

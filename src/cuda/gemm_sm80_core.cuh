@@ -98,9 +98,9 @@ __device__ __forceinline__ void load_weight_frag(const uint8_t* frag, const uint
 // registers: per 8 values, the table decode of frag_decode_word and 4 bf16x2 multiplies by
 // the folded block scale (exact).
 __device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq, const uint2& ws, int kk, bool mx) {
-  const int col = mx ? kk / 2 : kk;
-  const uint32_t sbytes = mx ? ws.x : (col < 2 ? ws.x : ws.y);
-  const int b = (col % 2) * 2;  // bytes [c][half]: column c at byte 2c (mod 4) of its word
+  int word, b;
+  frag_scale_select(kk, mx, &word, &b);
+  const uint32_t sbytes = word ? ws.y : ws.x;
   const uint32_t s_g = scale_pair_bf16x2(sbytes, b, mx);
   const uint32_t s_g8 = scale_pair_bf16x2(sbytes, b + 1, mx);
   const uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;

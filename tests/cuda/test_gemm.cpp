@@ -1023,6 +1023,19 @@ TEST(CudaGemmLayout, PreparedFragmentsReproduceTheCheckpoint) {
           ASSERT_EQ(got, want) << "block " << block << " e " << e << " n " << n << " k " << k << " scale code "
                                << int(sc) << " e2m1 " << int(canon);
         }
+      // The kernels' scale pick (load_weight_frag's 8 bytes of rows g, g+8 + frag_scale_select)
+      // finds the same byte as frag_scale for every row and k-step of every block.
+      const int sb = frag_scale_bytes(block);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < Kp; k += 16) {
+          const int g = int(n % 8), kk = int((k % 64) / 16);
+          const int64_t blk = frag_block_index(e, n, k, N, Kp);
+          const uint8_t* ws = f.scale.data() + blk * sb + g * (sb / 8);
+          int word, byte;
+          frag_scale_select(kk, block == 32, &word, &byte);
+          const uint8_t picked = ws[word * 4 + byte + int((n % 16) / 8)];
+          ASSERT_EQ(picked, f.scale[size_t(frag_scale(e, n, k, N, Kp, block))]) << "n " << n << " k " << k;
+        }
     }
   }
 }
