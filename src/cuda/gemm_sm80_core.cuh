@@ -79,6 +79,23 @@ __device__ __forceinline__ void find_slot(int64_t slot, const int32_t* count, in
   }
 }
 
+// The start of one (expert, token tile) slot in the tiled kernels, called by every thread:
+// warp 0 finds the slot (find_slot), then threads [0, kTok) fill the row tables. Returns the
+// expert, or -1 (the same for every thread) when the slot is past the real work, and later
+// slots are too. Ends with a barrier: the tables are visible to all.
+template <int kTok>
+__device__ __forceinline__ int enter_slot(int64_t slot, int warp, int lane, const int32_t* begin, const int32_t* count,
+                                          int64_t num_experts, const int32_t* a_gather, int* s_expert, int* s_tile,
+                                          int64_t* s_arow, int64_t* s_orow) {
+  if (warp == 0) find_slot<kTok>(slot, count, num_experts, lane, s_expert, s_tile);
+  __syncthreads();
+  const int e = *s_expert;
+  if (e < 0) return -1;
+  if (threadIdx.x < kTok) fill_row_tables<kTok>(e, *s_tile, begin, count, a_gather, s_arow, s_orow);
+  __syncthreads();
+  return e;
+}
+
 // A bf16 A tile is [tok][64 k], 128 B per token; 16-byte chunk ch (k 8ch..8ch+7) of token j
 // sits at j * 128 + a_bf16_swizzle(j, ch): chunks are XOR-swizzled by row so that
 // ldmatrix's 8 row addresses (8 tokens, one chunk) fall in 8 different bank groups.

@@ -145,6 +145,8 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
     // ---- which (expert, token tile) is this slot: warp 0 scans count[] ----
+    // (sm80::enter_slot's steps, written out: through the call the 128-token kernel, which
+    // sits at its 168-register cap, spills a few registers)
     if (warp == 0) sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, lane, &s_expert, &s_tile);
     __syncthreads();
     const int e = s_expert;

@@ -171,13 +171,9 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
   float* part = p.partials + int64_t(blockIdx.z) * p.rows.row_space * w.N;
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
-    if (warp == 0) sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, lane, &s_expert, &s_tile);
-    __syncthreads();
-    const int e = s_expert;
+    const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,
+                                         &s_expert, &s_tile, s_arow, s_orow);
     if (e < 0) return;  // past the real work; later slots are too
-    if (threadIdx.x < kTok)
-      sm80::fill_row_tables<kTok>(e, s_tile, p.rows.begin, p.rows.count, p.a_gather, s_arow, s_orow);
-    __syncthreads();
 
     // Stage `stage` <- fragment-block columns kb_begin + s * kSB + [0, kSB), those < kb_end.
     auto load_stage = [&](int stage, int s) {
