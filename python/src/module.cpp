@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <initializer_list>
 #include <mutex>
 #include <new>
 #include <string>
@@ -243,33 +244,25 @@ struct PyLayer {
   }
 };
 
-fp4moe::WeightFormat parse_format(const std::string& s) {
-  if (s == "nvfp4") return fp4moe::WeightFormat::nvfp4;
-  if (s == "mxfp4") return fp4moe::WeightFormat::mxfp4;
-  bad_arg("weight_format: got '" + s + "', need 'nvfp4' or 'mxfp4'");
-}
-fp4moe::ActQuant parse_act_quant(const std::string& s) {
-  if (s == "none") return fp4moe::ActQuant::none;
-  if (s == "nvfp4") return fp4moe::ActQuant::nvfp4;
-  bad_arg("act_quant: got '" + s + "', need 'none' or 'nvfp4'");
-}
-fp4moe::Activation parse_activation(const std::string& s) {
-  if (s == "silu") return fp4moe::Activation::silu;
-  if (s == "swiglu_oai") return fp4moe::Activation::swiglu_oai;
-  bad_arg("activation: got '" + s + "', need 'silu' or 'swiglu_oai'");
-}
-fp4moe::GateUpLayout parse_gate_up(const std::string& s) {
-  if (s == "concat") return fp4moe::GateUpLayout::concat;
-  if (s == "interleaved") return fp4moe::GateUpLayout::interleaved;
-  bad_arg("gate_up: got '" + s + "', need 'concat' or 'interleaved'");
+// s -> the option whose name (fp4moe::to_string) it is; else ValueError naming `arg` and
+// listing the names.
+template <class Kind>
+Kind parse_kind(const std::string& s, const char* arg, std::initializer_list<Kind> options) {
+  std::string need;
+  for (Kind v : options) {
+    if (s == fp4moe::to_string(v)) return v;
+    need += std::string(need.empty() ? "'" : " or '") + fp4moe::to_string(v) + "'";
+  }
+  bad_arg(std::string(arg) + ": got '" + s + "', need " + need);
 }
 
 void set_kinds(fp4moe::LayerDesc& d, const std::string& weight_format, const std::string& act_quant,
                const std::string& activation, const std::string& gate_up) {
-  d.weight_format = parse_format(weight_format);
-  d.act_quant = parse_act_quant(act_quant);
-  d.activation = parse_activation(activation);
-  d.gate_up = parse_gate_up(gate_up);
+  using fp4moe::ActQuant, fp4moe::Activation, fp4moe::GateUpLayout, fp4moe::WeightFormat;
+  d.weight_format = parse_kind(weight_format, "weight_format", {WeightFormat::nvfp4, WeightFormat::mxfp4});
+  d.act_quant = parse_kind(act_quant, "act_quant", {ActQuant::none, ActQuant::nvfp4});
+  d.activation = parse_kind(activation, "activation", {Activation::silu, Activation::swiglu_oai});
+  d.gate_up = parse_kind(gate_up, "gate_up", {GateUpLayout::concat, GateUpLayout::interleaved});
 }
 
 // The SPEC §3 tensors, in CheckpointWeights order (w13, w13_scale, w13_scale_2, w2,
