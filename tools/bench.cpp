@@ -742,8 +742,22 @@ int bench(const BenchOptions& o) {
   std::vector<RunSpec> specs;
   const bool all = o.all || o.model == "all";
   if (all) {
-    // The full table: every preset, NVFP4 ones as W4A16 and W4A4, gpt-oss as MXFP4 W4A16.
+    // The full table: every preset, NVFP4 ones as W4A16 and W4A4, gpt-oss as MXFP4 W4A16;
+    // with --all, --model may name a comma-separated subset of the presets.
+    std::set<std::string> only;
+    if (o.all && !o.model.empty() && o.model != "all") {
+      std::stringstream names(o.model);
+      for (std::string n; std::getline(names, n, ',');) {
+        if (!find_preset(n)) {
+          std::fprintf(stderr, "fp4moe bench: --model: got '%s' in '%s', need preset names (fp4moe info lists them)\n",
+                       n.c_str(), o.model.c_str());
+          return 2;
+        }
+        only.insert(n);
+      }
+    }
     for (const Preset& p : presets()) {
+      if (!only.empty() && !only.count(p.name)) continue;
       specs.push_back({&p, "w4a16"});
       if (p.desc.weight_format == WeightFormat::nvfp4) specs.push_back({&p, "w4a4"});
     }

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   for (const auto& p : fp4moe::presets()) preset_names += std::string(preset_names.empty() ? "" : ", ") + p.name;
   auto* bench = app.add_subcommand("bench", "time one preset's MoE layer on synthetic weights");
   bench->add_option("--model", b.model, "preset: " + preset_names + ", or all");
-  bench->add_flag("--all", b.all, "every preset (W4A16 and W4A4 where NVFP4), default tokens 1..16384");
+  bench->add_flag("--all", b.all,
+                  "every preset (W4A16 and W4A4 where NVFP4), default tokens 1..16384; with --model a,b only those");
   bench->add_option("--tokens", b.tokens, "token counts, comma separated")->delimiter(',')->capture_default_str();
   bench->add_option("--backend", b.backend, "auto or a backend name (see fp4moe info)")->capture_default_str();
   bench->add_option("--quant", b.quant, "w4a16 | w4a4 (NVFP4 presets)")

@@ -77,11 +77,13 @@ struct Gemm2Args {
 
 // splitk (gemm_splitk.cu): decode shapes split K across CTAs, a second kernel sums the
 // splits in fixed order; stream (gemm_stream.cu): decode shapes (<= 16 rows per active
-// expert) streamed warp by warp over the whole K; sm90 (gemm_sm90.cu): prefill shapes (>= 64
+// expert) streamed warp by warp over the whole K; sm90 (gemm_sm90.cu): prefill shapes (>= 32
 // rows per active expert, bf16 activations) on Hopper wgmma, sm_90 devices only. Other shapes
-// run `fast`. None is the default until measured faster.
+// run `fast`. The default is sm90 (measured on the H200, bench/results/2026-11-30-notes.md:
+// 1.7-1.9x the fast path where it accepts a shape; fast runs everything else); splitk and
+// stream measured slower than fast and are kept for comparison only.
 enum class GemmPath { naive, fast, splitk, stream, sm90 };
-// FP4MOE_GEMM=naive|splitk|stream|sm90 forces that path; otherwise the fastest compiled path.
+// FP4MOE_GEMM=naive|fast|splitk|stream|sm90 forces that path; unset: sm90 (with its fallback).
 GemmPath gemm_path();
 
 // Scratch bytes (Gemm1Args/Gemm2Args::partials) that `path` needs for gemm1 and gemm2 of

@@ -19,8 +19,8 @@ GemmPath gemm_path() {
   if (v && std::strcmp(v, "naive") == 0) return GemmPath::naive;
   if (v && std::strcmp(v, "splitk") == 0) return GemmPath::splitk;
   if (v && std::strcmp(v, "stream") == 0) return GemmPath::stream;
-  if (v && std::strcmp(v, "sm90") == 0) return GemmPath::sm90;
-  return GemmPath::fast;
+  if (v && std::strcmp(v, "fast") == 0) return GemmPath::fast;
+  return GemmPath::sm90;  // wgmma where it accepts the shape and device, else fast
 }
 
 bool gemm_log_on() {

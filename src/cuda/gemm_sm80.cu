@@ -101,37 +101,61 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
     if (e < 0) return;  // past the real work; later slots are too
 
     // ---- the pipeline ----
+    // Each thread's cp.async sources are fixed for the slot up to a per-k-step stride, so
+    // they are computed here once (the k loop then spends its instructions on the math):
+    // weights kWChunks 16-byte chunks of the CTA's fragment blocks (+ kb * 512 B), the
+    // scales of one block part for the first kSChunks threads (+ kb * sb), and up to kAChunks
+    // chunks of the A tile (+ kb * 64 k).
+    constexpr int kWChunks = kBlocksPerCta * 32 / kThreads;
+    constexpr int kAChunksAll = A_FP4 ? kTok * 4 : kTok * 8;
+    constexpr int kAChunks = (kAChunksAll + kThreads - 1) / kThreads;
+    const uint8_t* expert_q = reinterpret_cast<const uint8_t*>(w.q) + int64_t(e) * NB * KB * (kFragWords * 4);
+    uint32_t w_src[kWChunks];  // byte offset in the expert's blocks, or ~0u past N
+#pragma unroll
+    for (int i = 0; i < kWChunks; ++i) {
+      const int c = threadIdx.x + i * kThreads, nb = nb0 + c / 32;
+      w_src[i] = nb < NB ? uint32_t(nb) * uint32_t(KB) * uint32_t(kFragWords * 4) + uint32_t(c % 32) * 16u : ~0u;
+    }
+    const int s_part = sb / 16;
+    const bool s_on = threadIdx.x < kBlocksPerCta * s_part && nb0 + int(threadIdx.x) / s_part < NB;
+    const uint8_t* s_src =
+        w.scale + ((int64_t(e) * NB + nb0 + threadIdx.x / s_part) * KB) * sb + (threadIdx.x % s_part) * 16;
+    const int s_dst = T::kWBytes + (threadIdx.x / s_part) * 64 + (threadIdx.x % s_part) * 16;
+    const uint8_t* a_src[kAChunks];  // the token row's first chunk, or nullptr past the expert's rows
+    int a_dst[kAChunks], a_k[kAChunks];
+#pragma unroll
+    for (int i = 0; i < kAChunks; ++i) {
+      const int c = threadIdx.x + i * kThreads;
+      const int j = A_FP4 ? c / 4 : c / 8, ch = A_FP4 ? c % 4 : c % 8;
+      const int64_t row = c < kAChunksAll ? s_arow[j] : -1;
+      a_k[i] = A_FP4 ? ch * 16 : ch * 8;
+      a_dst[i] = A_FP4 ? j * 32 + ch * 8 : j * 128 + sm80::a_bf16_swizzle(j, ch);
+      a_src[i] = row < 0 ? nullptr
+                 : A_FP4 ? p.a_fp4 + row * (K / 2) + a_k[i] / 2
+                         : reinterpret_cast<const uint8_t*>(p.a_bf16 + row * K + a_k[i]);
+    }
+
     auto load_stage = [&](int stage, int kb) {
       uint8_t* st = smem + stage * T::kStageBytes;
-      for (int c = threadIdx.x; c < kBlocksPerCta * 32; c += kThreads) {
-        const int b = c / 32, l = c % 32, nb = nb0 + b;
-        if (nb < NB)
-          ptx::cp_async_16(st + b * (kFragWords * 4) + l * 16,
-                           w.q + ((int64_t(e) * NB + nb) * KB + kb) * kFragWords + l * 4, true);
-      }
-      if (threadIdx.x < kBlocksPerCta * sb / 16) {
-        const int b = threadIdx.x / (sb / 16), part = threadIdx.x % (sb / 16), nb = nb0 + b;
-        if (nb < NB)
-          ptx::cp_async_16(st + T::kWBytes + b * 64 + part * 16,
-                           w.scale + ((int64_t(e) * NB + nb) * KB + kb) * sb + part * 16, true);
-      }
+#pragma unroll
+      for (int i = 0; i < kWChunks; ++i)
+        if (w_src[i] != ~0u)
+          ptx::cp_async_16(st + (threadIdx.x + i * kThreads) * 16, expert_q + w_src[i] + kb * (kFragWords * 4), true);
+      if (s_on) ptx::cp_async_16(st + s_dst, s_src + kb * sb, true);
       uint8_t* sa = st + T::kWBytes + T::kSBytes;
-      if constexpr (!A_FP4) {
-        for (int c = threadIdx.x; c < kTok * 8; c += kThreads) {
-          const int j = c / 8, ch = c % 8, k = kb * kFragK + ch * 8;
-          const int64_t row = s_arow[j];
-          const bool valid = row >= 0 && k < K;
-          ptx::cp_async_16(sa + j * 128 + sm80::a_bf16_swizzle(j, ch), valid ? p.a_bf16 + row * K + k : p.a_bf16,
+#pragma unroll
+      for (int i = 0; i < kAChunks; ++i) {
+        if (kAChunksAll % kThreads != 0 && threadIdx.x + i * kThreads >= kAChunksAll) break;
+        const bool valid = a_src[i] && kb * kFragK + a_k[i] < K;
+        if constexpr (!A_FP4) {
+          ptx::cp_async_16(sa + a_dst[i], valid ? a_src[i] + kb * (kFragK * 2) : reinterpret_cast<const uint8_t*>(p.a_bf16),
                            valid);
-        }
-      } else {
-        for (int c = threadIdx.x; c < kTok * 4; c += kThreads) {
-          const int j = c / 4, ch = c % 4, k = kb * kFragK + ch * 16;
-          const int64_t row = s_arow[j];
-          const bool valid = row >= 0 && k < K;
-          ptx::cp_async_8(sa + j * 32 + ch * 8, valid ? p.a_fp4 + row * (K / 2) + k / 2 : p.a_fp4, valid);
+        } else {
+          ptx::cp_async_8(sa + a_dst[i], valid ? a_src[i] + kb * (kFragK / 2) : p.a_fp4, valid);
           // scale rows (K/16 bytes) need not be 4-byte aligned: plain loads, seen after the barrier
-          sa[T::kADataBytes + j * 4 + ch] = valid ? p.a_scale[row * (K / 16) + k / 16] : uint8_t(0);
+          const int j = (threadIdx.x + i * kThreads) / 4, ch = (threadIdx.x + i * kThreads) % 4;
+          sa[T::kADataBytes + j * 4 + ch] =
+              valid ? p.a_scale[s_arow[j] * (K / 16) + (kb * kFragK + a_k[i]) / 16] : uint8_t(0);
         }
       }
     };

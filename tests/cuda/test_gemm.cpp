@@ -873,10 +873,12 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   }
   EXPECT_GT(used, 100);
   EXPECT_GT(tile64, 10);
-  // kimi-k2 (E = 384, k = 8): T = 4096 (86 rows per expert) runs wgmma, T = 2048 (43) does not.
+  // kimi-k2 (E = 384, k = 8): T = 4096 (86 rows per expert) runs wgmma; the threshold is
+  // kSm90MinRowsPerExpert rows per active expert, exactly.
   EXPECT_TRUE(choose_sm90_config({4096 * 8, 384, 4096, 7168}).use);
   EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 4096, 7168}).token_tile, 128);
-  EXPECT_FALSE(choose_sm90_config({2048 * 8, 384, 4096, 7168}).use);
+  EXPECT_TRUE(choose_sm90_config({kSm90MinRowsPerExpert * 384, 384, 4096, 7168}).use);
+  EXPECT_FALSE(choose_sm90_config({(kSm90MinRowsPerExpert - 1) * 384, 384, 4096, 7168}).use);
   EXPECT_FALSE(choose_sm90_config({0, 384, 4096, 7168}).use);
   // 64-token tiles where an odd number of them covers the average expert (up to 256 rows).
   EXPECT_EQ(choose_sm90_config({64 * 384, 384, 7168, 2048}).token_tile, 64);
