@@ -45,4 +45,5 @@ if [ $rc -eq 5 ]; then
   exit 1
 fi
 [ $rc -eq 0 ] || echo "test_python: FAILED (pytest exit $rc)"
+"$PY" -c "import fp4moe; print('fp4moe.info():', fp4moe.info())" || rc=1
 exit $rc
