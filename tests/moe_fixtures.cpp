@@ -378,6 +378,10 @@ std::vector<MoECase> conformance_cases(bool include_full_size) {
   v.push_back({.name = "one_hot_expert_k4_w4a4", .H = h, .I = i, .E = 16, .k = 4, .T = 300, .aq = AQ::nvfp4,
                .routing = Routing::one_expert, .seed = 23});
   v.push_back({.name = "odd_T67_w4a4", .H = h, .I = i, .E = 16, .k = 4, .T = 67, .aq = AQ::nvfp4, .seed = 24});
+  // W4A4 with ~75 rows per expert under uniform routing: the wgmma GEMMs (sm90, the default
+  // path) take it, staged through bf16
+  v.push_back({.name = "w4a4_T300_prefill", .H = 256, .I = 256, .E = 8, .k = 2, .T = 300, .aq = AQ::nvfp4,
+               .seed = 43});
   v.push_back({.name = "ep_map_contiguous", .H = h, .I = i, .E = 32, .k = 4, .T = 67, .E_local = 12, .seed = 26});
   v.push_back({.name = "ep_map_shuffled_w4a4", .H = h, .I = i, .E = 32, .k = 4, .T = 67, .aq = AQ::nvfp4,
                .E_local = 9, .seed = 27});

@@ -65,7 +65,8 @@ class DeviceArray {
 //   h_fp4      u8 (rows, I/2)              W4A4: act(gate, up) requantized
 //   h_scale    e4m3 (rows, I/16)           W4A4
 //   y          f32 (rows, H)               GEMM-2 output, one row per routed slot
-//   partials   (gemm_scratch_bytes)        FP4MOE_GEMM=splitk|stream only: the GEMM path's scratch
+//   partials   (gemm_scratch_bytes)        the GEMM path's scratch: splitk, stream, and sm90 for W4A4
+//                                          (bf16 staging of the NVFP4 activations) at prefill sizes
 // standard: A_rows = T, rows = T*k; batched: A_rows = rows = E_local*M (row e*M + r).
 // No work (T == 0 or M == 0) needs no workspace: size 0.
 // ---------------------------------------------------------------------------
@@ -174,6 +175,7 @@ class CudaBackend final : public Backend {
     cuda::gemm_prepare_rows(*dw_, path_, rows, g1.partials, g1.partials_bytes, stream);
     g1.rows = rows;
     g1.a_gather = p.row_token;
+    g1.a_rows = T;
     cuda::ActRows src;
     src.x = X.data;
     src.dtype = X.dtype;
@@ -229,6 +231,7 @@ class CudaBackend final : public Backend {
     set_partials(l, ws, g1.partials, g1.partials_bytes);
     cuda::gemm_prepare_rows(*dw_, path_, rows, g1.partials, g1.partials_bytes, stream);
     g1.rows = rows;
+    g1.a_rows = L * M;  // identity gather: A row r is row r of the row space
     if (x_fp4) {
       // already NVFP4 with the layer's activation scale (what W4A4 dispatch sends)
       g1.a_fp4 = static_cast<const uint8_t*>(X.data);

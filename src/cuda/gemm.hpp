@@ -50,15 +50,19 @@ struct Gemm1Args {
   const uint8_t* a_scale = nullptr;
   float a_dq = 1.0f;
   const int32_t* a_gather = nullptr; // device [row_space] source row of A, or nullptr (identity)
+  // NVFP4 A read through a_gather: how many rows A has (every a_gather[r] is below it). The
+  // sm90 path dequantizes exactly these rows to bf16 first (at most row_space of them); 0
+  // (unknown) sends such a GEMM to the fast path. Not read otherwise.
+  int64_t a_rows = 0;
   // h = act(gate, up) (+ biases), one of: bf16 [row_space, I], or NVFP4 requantized with
   // q_scale h_gs (W4A4: data [row_space, I/2], linear e4m3 scales [row_space, I/16]).
   uint16_t* h_bf16 = nullptr;
   uint8_t* h_fp4 = nullptr;
   uint8_t* h_scale = nullptr;
   float h_gs = 1.0f;
-  // splitk and stream paths only: their scratch (splitk: fp32 per-split partial sums; stream:
-  // the active-expert list), at least gemm_scratch_bytes(...) bytes; nullptr (or a
-  // non-decode shape) runs the fast path.
+  // splitk, stream and sm90 paths only: their scratch (splitk: fp32 per-split partial sums;
+  // stream: the active-expert list; sm90 with NVFP4 A or h: the bf16 staging copies), at least
+  // gemm_scratch_bytes(...) bytes; nullptr (or a shape the path declines) runs the fast path.
   float* partials = nullptr;
   size_t partials_bytes = 0;
 };
@@ -71,23 +75,26 @@ struct Gemm2Args {
   const uint8_t* a_scale = nullptr;
   float a_dq = 1.0f;
   float* y = nullptr;                // [row_space, H] fp32 (+ w2 bias); rows of no expert untouched
-  float* partials = nullptr;         // splitk and stream paths only, as in Gemm1Args
+  float* partials = nullptr;         // splitk, stream and sm90 paths only, as in Gemm1Args
   size_t partials_bytes = 0;
 };
 
 // splitk (gemm_splitk.cu): decode shapes split K across CTAs, a second kernel sums the
 // splits in fixed order; stream (gemm_stream.cu): decode shapes (<= 16 rows per active
 // expert) streamed warp by warp over the whole K; sm90 (gemm_sm90.cu): prefill shapes (>= 32
-// rows per active expert, bf16 activations) on Hopper wgmma, sm_90 devices only. Other shapes
-// run `fast`. The default is sm90 (measured on the H200, bench/results/2026-11-30-notes.md:
-// 1.7-1.9x the fast path where it accepts a shape; fast runs everything else); splitk and
-// stream measured slower than fast and are kept for comparison only.
+// rows per active expert) on Hopper wgmma, sm_90 devices only, NVFP4 activations (W4A4)
+// staged through bf16 copies in its scratch (nvfp4_staging.cu). Other shapes run `fast`. The
+// default is sm90 (measured on the H200, bench/results/2026-11-30-notes.md: 1.7-1.9x the fast
+// path where it accepts a shape; fast runs everything else); splitk and stream measured
+// slower than fast and are kept for comparison only.
 enum class GemmPath { naive, fast, splitk, stream, sm90 };
 // FP4MOE_GEMM=naive|fast|splitk|stream|sm90 forces that path; unset: sm90 (with its fallback).
 GemmPath gemm_path();
 
 // Scratch bytes (Gemm1Args/Gemm2Args::partials) that `path` needs for gemm1 and gemm2 of
-// `rows_bound` rows in a row space of `row_space` rows; one buffer serves both GEMMs.
+// `rows_bound` rows in a row space of `row_space` rows; one buffer serves both GEMMs. sm90:
+// non-zero only for a layer with NVFP4 activations whose shape the wgmma kernels take on the
+// weights' device (sm90_staging); the decision is the one gemm1/gemm2 make for the same rows.
 size_t gemm_scratch_bytes(const DeviceWeights& w, GemmPath path, int64_t rows_bound, int64_t row_space);
 
 // Bytes of fp32 partials the splitk path needs for gemm1 and gemm2 of `rows_bound` rows in a

@@ -40,8 +40,14 @@ void gemm_log(const std::string& line) {
 
 size_t gemm_scratch_bytes(const DeviceWeights& dw, GemmPath path, int64_t rows_bound, int64_t row_space) {
   if (path == GemmPath::splitk) return splitk_partials_bytes(dw, rows_bound, row_space);
-  if (path == GemmPath::stream && rows_bound > 0)
-    return stream_scratch_bytes(static_cast<const CudaWeights&>(dw).w13.num_experts);
+  const auto& w = static_cast<const CudaWeights&>(dw);
+  if (path == GemmPath::stream && rows_bound > 0) return stream_scratch_bytes(w.w13.num_experts);
+  // sm90: the bf16 staging of NVFP4 activations, where the wgmma kernels will take the shape
+  // (the same choose_sm90_config and device check as sm90_gemm1/2 at these rows)
+  if (path == GemmPath::sm90 && w.desc.act_quant == ActQuant::nvfp4) {
+    const Sm90Staging st = sm90_staging(rows_bound, row_space, w.w13.num_experts, w.w13.K, w.w13.N / 2);
+    if (st.use && w.w13.num_experts <= kStageMaxExperts && why_no_sm90(w.device).empty()) return st.bytes;
+  }
   return 0;
 }
 
@@ -90,6 +96,7 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
   const auto& w = static_cast<const CudaWeights&>(dw);
   check_rows("gemm1", a.rows);
   check_a("gemm1", a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, path);
+  if (a.a_rows < 0) detail::fail_arg("gemm1: a_rows: got " + std::to_string(a.a_rows) + ", need >= 0 (0: unknown)");
   if (!a.h_bf16 && !a.h_fp4) detail::fail_arg("gemm1: h_bf16/h_fp4: got neither, need at least one output");
   if (a.h_fp4 && (!a.h_scale || !std::isfinite(a.h_gs) || a.h_gs <= 0.0f))
     detail::fail_arg("gemm1: h_scale/h_gs: got " + std::string(a.h_scale ? "" : "no h_scale, ") + "h_gs " +

@@ -218,8 +218,8 @@ bool stream_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream)
 bool stream_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 // The active-expert list of `rows` into `active` ([1 + num_experts] int32), one launch.
 void stream_list_active(const ExpertRows& rows, int64_t num_experts, int32_t* active, cudaStream_t stream);
-// sm90: likewise (false: fewer than 64 rows per active expert, NVFP4 activations, or the
-// device or build has no sm_90a wgmma code).
+// sm90: likewise (false: fewer than kSm90MinRowsPerExpert rows per active expert, the device
+// or build has no sm_90a wgmma code, or NVFP4 activations without the staging scratch).
 bool sm90_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 bool sm90_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 
@@ -335,5 +335,53 @@ Sm90Config choose_sm90_config(const Sm90Problem& p);
 std::string why_no_sm90(int device);
 // How many times the wgmma kernels were launched in this process (tests: proves they ran).
 int64_t sm90_launches();
+
+// ---------------------------------------------------------------------------
+// NVFP4 activations on the wgmma path: staging through bf16 (nvfp4_staging.cu, gemm_sm90.cu).
+// The wgmma kernels read bf16 activations only. An NVFP4 value e2m1 * e4m3 is exact in bf16
+// (at most 2 x 4 = 6 significant bits, magnitudes 0 or in [2^-10, 2688]), so W4A4 runs exactly
+// (SPEC §4) as: dequantize A to bf16 (value e2m1 * e4m3, the dq_scale a_dq is the kernel's
+// a_mult as for bf16 A); the wgmma GEMM; for GEMM 1 requantize its bf16 h to NVFP4 with the
+// fast path epilogue's arithmetic (gemm_sm80_core.cuh epilogue_gemm1), so the bytes are those
+// the fast path writes for the same bf16 h.
+//
+// Scratch (Gemm1Args/Gemm2Args::partials), one region for both GEMMs, sub-buffers 256-byte
+// aligned:
+//   a_bf16  bf16 [row_space, max(H, I)]  GEMM 1: A rows (indexed as A is: a_gather still
+//                                        applies); GEMM 2: h rows (row-space indexed)
+//   h_bf16  bf16 [row_space, I]          GEMM 1's h before requantization, when the caller
+//                                        asks for NVFP4 h only (else its h_bf16 is used)
+// ---------------------------------------------------------------------------
+inline constexpr int kStageMaxExperts = 8192;  // the staging kernels scan count[] in shared memory
+
+struct Sm90Staging {
+  bool use = false;  // the wgmma kernels take this shape: NVFP4 activations are staged
+  size_t a_bf16 = 0, h_bf16 = 0;  // byte offsets of the sub-buffers
+  size_t bytes = 0;               // scratch bytes in all; 0 when !use
+};
+// What the staging needs for a layer of hidden H, intermediate I, E_local experts, at
+// `rows_bound` rows in a row space of `row_space`: `use` exactly when choose_sm90_config takes
+// GEMM 1 and GEMM 2 (it decides on the rows per expert only). Not the device check: the caller
+// adds why_no_sm90. Host function, testable without a GPU.
+Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_experts, int64_t H, int64_t I);
+
+// The bf16 bits of the NVFP4 value e2m1(code) * s, s = e4m3_to_f32(scale code): exact (the
+// fp32 product is exact and has at most 6 significant bits, so its top 16 bits are the value;
+// a NaN scale gives a NaN).
+FP4MOE_HD uint16_t nvfp4_value_bf16(uint8_t code, float s) {
+  return uint16_t(f32_bits(e2m1_to_f32(code) * s) >> 16);
+}
+
+// The staging kernels (nvfp4_staging.cu), on `stream`, each one launch, arguments checked by
+// the caller (K % 16 == 0; fp4 8-byte, bf16 16-byte aligned; E_local <= kStageMaxExperts).
+// Rows walked: `dense_rows` > 0: rows [0, dense_rows); else the rows of the experts of `rows`
+// (begin[e] .. begin[e] + count[e] - 1), and no others.
+// bf16 [*, K] <- NVFP4 data [*, K/2], linear e4m3 scales [*, K/16] (nvfp4_value_bf16).
+void stage_nvfp4_to_bf16(const uint8_t* fp4, const uint8_t* scale, int64_t K, const ExpertRows& rows,
+                         int64_t num_experts, int64_t dense_rows, uint16_t* out, cudaStream_t stream);
+// NVFP4 data [*, K/2], linear e4m3 scales [*, K/16] with q_scale gs <- bf16 [*, K] (the expert
+// rows only), as epilogue_gemm1 requantizes its bf16 h.
+void stage_bf16_to_nvfp4(const uint16_t* h, int64_t K, const ExpertRows& rows, int64_t num_experts, float gs,
+                         uint8_t* fp4, uint8_t* scale, cudaStream_t stream);
 
 }  // namespace fp4moe::cuda

@@ -26,8 +26,10 @@
 //     two A fragments (8 registers) are live. That keeps the 128-token kernel at 168
 //     registers (128 of them accumulators) without ptxas serializing the wgmma; the 64-token
 //     kernel fits 128 registers, two CTAs per SM.
-// W4A4 (NVFP4 activations in, NVFP4 h out) is not done here yet: sm90_gemm1/2 return false
-// and the caller runs the fast path.
+// W4A4 (NVFP4 activations in, NVFP4 h out) is staged through bf16 (gemm_internal.hpp,
+// nvfp4_staging.cu): NVFP4 A is dequantized exactly into the scratch, these kernels run on it
+// as on bf16 A, and GEMM 1's bf16 h is requantized as the fast path's epilogue would. Without
+// the scratch (gemm_scratch_bytes) sm90_gemm1/2 return false and the caller runs the fast path.
 //
 // Work assignment as in the fast path: blockIdx.x = 256-row tile, blockIdx.y walks the
 // (expert, token tile) slots found by a warp scan over count[]. No atomics: deterministic.
@@ -72,6 +74,20 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   c.why = std::to_string(per_expert) + " rows per active expert: wgmma, " + std::to_string(c.token_tile) +
           " tokens per CTA";
   return c;
+}
+
+Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_experts, int64_t H, int64_t I) {
+  Sm90Staging st;
+  // GEMM 1 (N = 2I, K = H) and GEMM 2 (N = H, K = I) decide alike: on the rows per expert.
+  st.use = choose_sm90_config({rows_bound, num_experts, int(2 * I), int(H)}).use &&
+           choose_sm90_config({rows_bound, num_experts, int(H), int(I)}).use;
+  if (!st.use) return st;
+  auto aligned = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t rows = size_t(std::max<int64_t>(row_space, 0));
+  st.a_bf16 = 0;
+  st.h_bf16 = aligned(rows * size_t(std::max(H, I)) * 2);
+  st.bytes = st.h_bf16 + aligned(rows * size_t(I) * 2);
+  return st;
 }
 
 namespace {
@@ -271,7 +287,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
       auto out_row = [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; };
       if constexpr (GEMM1) {
         sm80::Epilogue ep = p.epi;
-        ep.h_fp4 = nullptr;  // NVFP4 h is refused on the host (W4A4 runs the fast path)
+        ep.h_fp4 = nullptr;  // NVFP4 h: requantized from the bf16 h by a second kernel (staging)
         sm80::epilogue_gemm1<NT>(ep, w, e, nbw, g, mult, acc, out_row);
       } else {
         sm80::epilogue_gemm2<NT>(p.epi, w, e, nbw, g, mult, acc, out_row);
@@ -330,30 +346,49 @@ std::string check_device(int device) {
 }
 
 // FP4MOE_LOG=1: print each choice once per shape.
-void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, const std::string& refused) {
+void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, bool staged,
+                const std::string& refused) {
   if (!gemm_log_on()) return;
   const bool runs = c.use && refused.empty();
   char line[768];
-  std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d -> %s (%s%s%s)", which,
-                (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K,
-                runs ? (c.token_tile == 64 ? "wgmma, 64 tokens" : "wgmma, 128 tokens") : "fast path", c.why.c_str(),
-                refused.empty() ? "" : "; ", refused.c_str());
+  std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s (%s%s%s)", which,
+                (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "",
+                runs ? (c.token_tile == 64 ? "wgmma, 64 tokens" : "wgmma, 128 tokens") : "fast path",
+                runs && staged ? " via bf16 staging" : "", c.why.c_str(), refused.empty() ? "" : "; ",
+                refused.c_str());
   gemm_log(line);
 }
 
-// The config of one GEMM, or use = false (the caller runs the fast path).
+// The config of one GEMM, or use = false (the caller runs the fast path). staged: NVFP4
+// operands, which need the staging scratch; staging_refused says why they cannot have it ("": they can).
 Sm90Config plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows,
-                bool nvfp4_operands) {
+                bool staged, const std::string& staging_refused) {
   const Sm90Problem pb{rows.rows_bound, w.num_experts, w.N, w.K};
   Sm90Config c = choose_sm90_config(pb);
   std::string refused;
   if (c.use) {
-    if (nvfp4_operands) refused = "NVFP4 activations (W4A4) are not done by the wgmma kernels yet";
-    else refused = why_no_sm90(cw.device);
+    refused = why_no_sm90(cw.device);
+    if (refused.empty() && staged) refused = staging_refused;
   }
-  log_choice(which, pb, c, refused);
+  log_choice(which, pb, c, staged, refused);
   if (!refused.empty()) c.use = false;
   return c;
+}
+
+bool misaligned(const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to != 0; }
+
+// "" when the staging of one GEMM can run: the scratch is there and large enough, the staged
+// rows can be addressed in it, and the outputs are aligned for the staging kernels' vector
+// accesses. Else why not (the GEMM then runs the fast path).
+std::string staging_refusal(const Sm90Staging& st, const float* scratch, size_t scratch_bytes, int64_t num_experts) {
+  if (!st.use) return "";  // choose_sm90_config declines too
+  if (!scratch || scratch_bytes < st.bytes)
+    return "NVFP4 activations are staged through bf16: the scratch has " + std::to_string(scratch ? scratch_bytes : 0) +
+           " bytes, needs " + std::to_string(st.bytes) + " (gemm_scratch_bytes)";
+  if (misaligned(scratch, 16)) return "the staging scratch is not 16-byte aligned";
+  if (num_experts > kStageMaxExperts)
+    return "more than " + std::to_string(kStageMaxExperts) + " experts for the staging kernels";
+  return "";
 }
 
 Params base_params(const Sm90Config& c, const WeightMatrix& w, const ExpertRows& rows, const uint16_t* a_bf16,
@@ -380,23 +415,59 @@ std::string why_no_sm90(int device) {
 
 int64_t sm90_launches() { return g_launches.load(std::memory_order_relaxed); }
 
+// GEMM 1. NVFP4 A: dequantized into the scratch (a_bf16), rows [0, a_rows) through a_gather,
+// else the experts' rows; NVFP4 h: the kernel writes bf16 h (the caller's h_bf16 if given,
+// else the scratch's h_bf16), then it is requantized into h_fp4 / h_scale.
 bool sm90_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
-  const Sm90Config c = plan("gemm1", cw, cw.w13, a.rows, a.a_fp4 != nullptr || a.h_fp4 != nullptr);
+  const int64_t H = cw.w13.K, I = cw.w13.N / 2, E = cw.w13.num_experts;
+  const bool staged = a.a_fp4 != nullptr || a.h_fp4 != nullptr;
+  const Sm90Staging st = sm90_staging(a.rows.rows_bound, a.rows.row_space, E, H, I);
+  std::string refused;
+  if (staged) {
+    refused = staging_refusal(st, a.partials, a.partials_bytes, E);
+    if (refused.empty() && a.a_fp4 && a.a_gather && (a.a_rows <= 0 || a.a_rows > a.rows.row_space))
+      refused = "NVFP4 A through a_gather: a_rows " + std::to_string(a.a_rows) + " is not in [1, row_space " +
+                std::to_string(a.rows.row_space) + "]";
+    if (refused.empty() && a.h_fp4 && (misaligned(a.h_fp4, 4) || (a.h_bf16 && misaligned(a.h_bf16, 16))))
+      refused = "h_fp4 not 4-byte or h_bf16 not 16-byte aligned for the requantization";
+  }
+  const Sm90Config c = plan("gemm1", cw, cw.w13, a.rows, staged, refused);
   if (!c.use) return false;
-  Params p = base_params(c, cw.w13, a.rows, a.a_bf16, a.a_dq);
+  const uint16_t* A = a.a_bf16;
+  uint16_t* h = a.h_bf16;
+  uint8_t* scratch = reinterpret_cast<uint8_t*>(a.partials);
+  if (a.a_fp4) {
+    uint16_t* a_bf16 = reinterpret_cast<uint16_t*>(scratch + st.a_bf16);
+    stage_nvfp4_to_bf16(a.a_fp4, a.a_scale, H, a.rows, E, a.a_gather ? a.a_rows : 0, a_bf16, stream);
+    A = a_bf16;
+  }
+  if (a.h_fp4 && !h) h = reinterpret_cast<uint16_t*>(scratch + st.h_bf16);
+  Params p = base_params(c, cw.w13, a.rows, A, a.a_dq);
   p.a_gather = a.a_gather;
   p.epi.act = cw.desc.activation;
   p.epi.alpha = cw.desc.swiglu_alpha;
   p.epi.limit = cw.desc.swiglu_limit;
-  p.epi.h_bf16 = a.h_bf16;
+  p.epi.h_bf16 = h;
   launch<true>(c, p, stream);
+  if (a.h_fp4) stage_bf16_to_nvfp4(h, I, a.rows, E, a.h_gs, a.h_fp4, a.h_scale, stream);
   return true;
 }
 
+// GEMM 2. NVFP4 A (h): the experts' rows dequantized into the scratch (a_bf16) first.
 bool sm90_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) {
-  const Sm90Config c = plan("gemm2", cw, cw.w2, a.rows, a.a_fp4 != nullptr);
+  const int64_t H = cw.w2.N, I = cw.w2.K, E = cw.w2.num_experts;
+  const bool staged = a.a_fp4 != nullptr;
+  const Sm90Staging st = sm90_staging(a.rows.rows_bound, a.rows.row_space, E, H, I);
+  const std::string refused = staged ? staging_refusal(st, a.partials, a.partials_bytes, E) : "";
+  const Sm90Config c = plan("gemm2", cw, cw.w2, a.rows, staged, refused);
   if (!c.use) return false;
-  Params p = base_params(c, cw.w2, a.rows, a.a_bf16, a.a_dq);
+  const uint16_t* A = a.a_bf16;
+  if (a.a_fp4) {
+    uint16_t* a_bf16 = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(a.partials) + st.a_bf16);
+    stage_nvfp4_to_bf16(a.a_fp4, a.a_scale, I, a.rows, E, 0, a_bf16, stream);
+    A = a_bf16;
+  }
+  Params p = base_params(c, cw.w2, a.rows, A, a.a_dq);
   p.epi.y = a.y;
   launch<false>(c, p, stream);
   return true;

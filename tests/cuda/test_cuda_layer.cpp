@@ -317,14 +317,18 @@ TEST_P(CudaLayerConformance, MatchesReference) {
     const int64_t wgmma_before = cuda::sm90_launches();
     const std::vector<float> first = run.run();
     layer.check_device_errors(run.args.workspace, stream.get());
-    if (gemm == "sm90") {
-      // The wgmma kernels ran both GEMMs where they exist (sm_90 device, sm_90a build) and the
-      // shape is prefill-sized with bf16 activations; otherwise the fast path ran both.
-      const int64_t E_local = c.E_local ? c.E_local : c.E;
-      const bool wgmma = cuda::why_no_sm90(current_device()).empty() && c.aq == ActQuant::none &&
-                         cuda::choose_sm90_config({T * c.k, E_local, int(2 * c.I), int(c.H)}).use;
-      EXPECT_EQ(cuda::sm90_launches() - wgmma_before, wgmma ? 2 : 0) << "wgmma launches of one forward";
-    }
+    // sm90: the wgmma kernels ran both GEMMs where they exist (sm_90 device, sm_90a build) and
+    // the shape is prefill-sized (W4A4 too: staged through bf16 in the workspace); otherwise
+    // the fast path ran both.
+    const int64_t E_local = c.E_local ? c.E_local : c.E;
+    const bool hopper = cuda::why_no_sm90(current_device()).empty();
+    auto wgmma_launches = [&](int64_t rows_bound) {
+      const bool wgmma = gemm == "sm90" && hopper &&
+                         cuda::choose_sm90_config({rows_bound, E_local, int(2 * c.I), int(c.H)}).use;
+      return int64_t(wgmma ? 2 : 0);
+    };
+    if (gemm == "sm90")
+      EXPECT_EQ(cuda::sm90_launches() - wgmma_before, wgmma_launches(T * c.k)) << "wgmma launches of one forward";
     std::vector<float> got = first;
     got.resize(size_t(n_ref * H));
     EXPECT_EQ(compare(got, ref, tolerance(c), H), "") << "standard format, first " << n_ref << " of " << T << " tokens";
@@ -364,9 +368,20 @@ TEST_P(CudaLayerConformance, MatchesReference) {
       EXPECT_EQ(run.guards(), "");
     }
 
-    // batched format from the same routing (bf16 input; W4A4 also NVFP4 input)
+    // batched format from the same routing (bf16 input; W4A4 also NVFP4 input); sm90: the
+    // wgmma kernels decide on rows_bound = E_local * M
+    const int64_t batched_before = cuda::sm90_launches();
     EXPECT_EQ(check_batched(p, layer, batched, false, stream.get()), "");
-    if (c.aq == ActQuant::nvfp4) EXPECT_EQ(check_batched(p, layer, batched, true, stream.get()), "") << "NVFP4 input";
+    if (gemm == "sm90")
+      EXPECT_EQ(cuda::sm90_launches() - batched_before, wgmma_launches(batched.L * batched.M))
+          << "wgmma launches of one batched forward";
+    if (c.aq == ActQuant::nvfp4) {
+      const int64_t fp4_before = cuda::sm90_launches();
+      EXPECT_EQ(check_batched(p, layer, batched, true, stream.get()), "") << "NVFP4 input";
+      if (gemm == "sm90")
+        EXPECT_EQ(cuda::sm90_launches() - fp4_before, wgmma_launches(batched.L * batched.M))
+            << "wgmma launches of one batched forward, NVFP4 input";
+    }
   }
 }
 

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -263,7 +265,8 @@ struct Partials {
   }
 };
 
-Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path) {
+// with_h_bf16 = false: W4A4 asks for the NVFP4 h only (the bf16 h stays poison).
+Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path, bool with_h_bf16 = true) {
   const int64_t I = p.s.I, H = p.s.H;
   Partials part(dw, p, path);
   Dev<int32_t> begin(p.begin), count(p.count), gather(p.gather);
@@ -284,7 +287,8 @@ Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path) {
     a.a_bf16 = a_bf16.p;
   }
   a.a_gather = p.s.batched ? nullptr : gather.p;
-  a.h_bf16 = h.ptr<uint16_t>();
+  a.a_rows = p.T;
+  a.h_bf16 = with_h_bf16 || !p.s.w4a4 ? h.ptr<uint16_t>() : nullptr;
   a.partials = part.ptr();
   a.partials_bytes = part.bytes;
   (void)H;
@@ -364,15 +368,19 @@ void check_problem(const Spec& spec, GemmPath path) {
     ASSERT_TRUE(c1.token_tiles && c2.token_tiles) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
   }
   // sm90: the prefill cases must choose the wgmma kernels; where the device and build have them
-  // (sm_90, sm_90a code) and the activations are bf16 they must really run, one launch per
-  // GEMM; elsewhere the fast path runs and they never launch.
+  // (sm_90, sm_90a code) they must really run, one launch per GEMM (W4A4: staged through bf16
+  // in the scratch that gemm_scratch_bytes sizes); elsewhere the fast path runs and they never
+  // launch.
   int64_t sm90_expected = 0;
   if (path == GemmPath::sm90) {
     const Sm90Config c1 = choose_sm90_config({p.rows_bound, spec.E, int(2 * I), int(H)});
     const Sm90Config c2 = choose_sm90_config({p.rows_bound, spec.E, int(H), int(I)});
     if (spec.large) ASSERT_TRUE(c1.use && c2.use) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
     ASSERT_EQ(c1.use, c2.use);  // both depend on the rows per expert only
-    sm90_expected = c1.use && !spec.w4a4 && why_no_sm90(0).empty() ? 1 : 0;
+    sm90_expected = c1.use && why_no_sm90(0).empty() ? 1 : 0;
+    if (spec.w4a4 && sm90_expected) {
+      ASSERT_GT(gemm_scratch_bytes(*dw, path, p.rows_bound, p.row_space), 0u) << "W4A4 needs the staging scratch";
+    }
   }
   const int64_t sm90_before = sm90_launches();
 
@@ -546,9 +554,13 @@ std::vector<Spec> specs() {
   // 64-k block holds 16); an expert of 130 rows leaves a last tile of 2.
   v.push_back({"large_nvfp4_odd", 336, 80, 2, WeightFormat::nvfp4, false, Activation::silu, false, {130, 77}, false,
                25, false, true});
-  // W4A4 at prefill size: the wgmma kernels take bf16 activations only, so sm90 runs the fast path.
+  // W4A4 at prefill size: the sm90 path stages A, h through bf16 (A rows through the gather).
   v.push_back({"large_w4a4", 256, 96, 2, WeightFormat::nvfp4, true, Activation::silu, false, {100, 70}, false, 26,
                false, true});
+  // The same batched (identity gather: only the experts' rows are staged, gaps untouched); 2I =
+  // 224 is one partial 256-row tile; I / 16 = 7 NVFP4 blocks of h per row (odd).
+  v.push_back({"large_w4a4_batched", 192, 112, 3, WeightFormat::nvfp4, true, Activation::silu, false, {80, 0, 45},
+               true, 27, false, true});
   return v;
 }
 
@@ -890,6 +902,64 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 7168, 2048}).grid_x, 28);
 }
 
+// The sm90 path's bf16 staging of NVFP4 activations: scratch exactly where choose_sm90_config
+// takes both GEMMs (so that the workspace sized for T and the forward at T decide alike), two
+// 256-byte aligned, disjoint sub-buffers of row_space x max(H, I) and row_space x I bf16.
+TEST(CudaGemmConfig, Sm90StagingScratch) {
+  std::mt19937_64 rng(21);
+  int used = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    const int64_t E = 1 + int64_t(rng() % 384);
+    const int64_t rows_bound = int64_t(rng() % (trial % 2 ? 300 : 140000));
+    const int64_t row_space = rows_bound + int64_t(rng() % 100);
+    const int64_t H = 16 * (1 + int64_t(rng() % 500)), I = 16 * (1 + int64_t(rng() % 300));
+    const Sm90Staging st = sm90_staging(rows_bound, row_space, E, H, I);
+    const bool take = choose_sm90_config({rows_bound, E, int(2 * I), int(H)}).use;
+    ASSERT_EQ(st.use, take) << "rows_bound " << rows_bound << " E " << E;
+    ASSERT_EQ(choose_sm90_config({rows_bound, E, int(H), int(I)}).use, take);
+    if (!st.use) {
+      ASSERT_EQ(st.bytes, 0u);
+      continue;
+    }
+    ++used;
+    const size_t a_bytes = size_t(row_space * std::max(H, I) * 2), h_bytes = size_t(row_space * I * 2);
+    ASSERT_EQ(st.a_bf16 % 256, 0u);
+    ASSERT_EQ(st.h_bf16 % 256, 0u);
+    ASSERT_GE(st.h_bf16, st.a_bf16 + a_bytes);  // disjoint: a_bf16 first
+    ASSERT_GE(st.bytes, st.h_bf16 + h_bytes);
+    ASSERT_LT(st.bytes, a_bytes + h_bytes + 512);  // no more than the alignment padding
+  }
+  EXPECT_GT(used, 100);
+  // kimi-k2 (H = 7168, I = 2048, E = 384, k = 8): T = 2048 (43 rows per expert) and T = 16384
+  // stage through 288 MiB and 2.25 GiB; T = 512 (11 rows per expert) runs the fast path.
+  EXPECT_EQ(sm90_staging(2048 * 8, 2048 * 8, 384, 7168, 2048).bytes, size_t(2048) * 8 * (7168 + 2048) * 2);
+  EXPECT_EQ(sm90_staging(16384 * 8, 16384 * 8, 384, 7168, 2048).bytes, size_t(16384) * 8 * (7168 + 2048) * 2);
+  EXPECT_FALSE(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048).use);
+  EXPECT_EQ(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048).bytes, 0u);
+  EXPECT_EQ(sm90_staging(0, 0, 384, 7168, 2048).bytes, 0u);
+}
+
+// The staging dequantization's value function: every e2m1 code times every finite e4m3 scale
+// (subnormals, zero and negative scales included) is exactly a bf16, and nvfp4_value_bf16 is it.
+TEST(CudaGemmLayout, Nvfp4ValueBf16IsExact) {
+  for (int sc = 0; sc < 256; ++sc) {
+    if ((sc & 0x7F) == 0x7F) continue;  // NaN
+    const float s = e4m3_to_f32(uint8_t(sc));
+    for (int c = 0; c < 16; ++c) {
+      const double want = e2m1(uint8_t(c)) * double(s);  // exact in double
+      const uint16_t got = nvfp4_value_bf16(uint8_t(c), s);
+      ASSERT_EQ(double(bf16_to_f32(got)), want) << "code " << c << " scale " << sc;
+      ASSERT_EQ(got, bf16_from_f32(e2m1_to_f32(uint8_t(c)) * e4m3_to_f32(uint8_t(sc)))) << "code " << c << " scale " << sc;
+      if (want != 0.0) {  // a normal bf16: at least 2^-10, at most 6 * 448
+        ASSERT_GE(std::fabs(want), std::ldexp(1.0, -10));
+        ASSERT_LE(std::fabs(want), 2688.0);
+      }
+    }
+  }
+  EXPECT_NE(nvfp4_value_bf16(3, e4m3_to_f32(0x7F)) & 0x7FFFu, 0x7F80u);  // a NaN scale gives a NaN, not inf
+  EXPECT_TRUE(std::isnan(bf16_to_f32(nvfp4_value_bf16(3, e4m3_to_f32(0x7F)))));
+}
+
 // On an sm_90 device a build with sm_90a code runs the wgmma kernels (CudaGemmCases *_sm90 then
 // check their launches); anywhere else this says why they do not run.
 TEST(CudaGemmSm90, RunsOnHopper) {
@@ -955,6 +1025,172 @@ TEST(CudaGemmSm90, MatchesFastOnKimiShapes) {
   EXPECT_EQ(sm90_launches() - before, 2);
   expect_untouched(yw, covered, size_t(s.H * 4), "y");
   compare(payload<float>(yf), payload<float>(yw), s.H, 1e-4, 1e-4, "y");
+}
+
+// W4A4 on the sm90 path (NVFP4 A staged to bf16, the wgmma kernels, bf16 h requantized) against
+// the fast path (NVFP4 A decoded in registers, h requantized in the GEMM-1 epilogue), on
+// kimi-k2's expert shapes with the A rows read through a gather.
+//
+// What "the same bytes" can mean here: both paths compute h exactly up to the order of the
+// fp32 sums (SPEC §4), and wgmma and mma.sync need not round their partial sums alike, so a
+// bf16 h element may differ by one rounding between them. Where the 16 bf16 h of a block are
+// bitwise equal, the requantization must give the same 8 code bytes and scale byte (the staged
+// route does the epilogue's arithmetic: that is the bit-identity checked here). Where they
+// differ, a code or scale changes only if the value sits at an e2m1 / e4m3 rounding boundary:
+// rare (a one-rounding change of h moves h / scale by <= 6 * 2^-8, so it crosses one of the
+// boundaries of the codes for a small fraction of those elements). Hence: >= 99% of all code and
+// scale bytes equal, and the dequantized h within 1e-2 relative L2 (a handful of code steps).
+TEST(CudaGemmSm90, W4A4MatchesFast) {
+  SKIP_WITHOUT_GPU();
+  const bool wgmma = why_no_sm90(0).empty();
+  // 300 rows: 3 tiles of 128 (the last of 44); 129: 2 (the last of 1); 64: one tile.
+  const Spec s{"kimi_shapes_w4a4", 7168, 2048, 4, WeightFormat::nvfp4, true, Activation::silu, false,
+               {300, 129, 0, 64}, false, 43};
+  const Problem p = make_problem(s);
+  const auto dw = upload_weights(p.w, 0);
+  const int64_t H = s.H, I = s.I;
+  ASSERT_TRUE(choose_sm90_config({p.rows_bound, s.E, int(2 * I), int(H)}).use);
+  const Sm90Staging st = sm90_staging(p.rows_bound, p.row_space, s.E, H, I);
+  ASSERT_TRUE(st.use);
+  EXPECT_EQ(gemm_scratch_bytes(*dw, GemmPath::sm90, p.rows_bound, p.row_space), wgmma ? st.bytes : 0u);
+  EXPECT_EQ(gemm_scratch_bytes(*dw, GemmPath::fast, p.rows_bound, p.row_space), 0u);
+  const auto covered = covered_rows(p);
+
+  // ---- gemm1 ----
+  const int64_t before = sm90_launches();
+  const Gemm1Out fast = run_gemm1(*dw, p, GemmPath::fast);
+  EXPECT_EQ(sm90_launches() - before, 0);
+  const Gemm1Out wg = run_gemm1(*dw, p, GemmPath::sm90);
+  EXPECT_EQ(sm90_launches() - before, wgmma ? 1 : 0) << "wgmma launches for gemm1";
+  // NVFP4 h only: the bf16 h goes to the scratch; the same bytes, and no bf16 h written.
+  const Gemm1Out wg_q = run_gemm1(*dw, p, GemmPath::sm90, false);
+  EXPECT_EQ(sm90_launches() - before, wgmma ? 2 : 0);
+  EXPECT_TRUE(wg_q.fp4 == wg.fp4 && wg_q.scale == wg.scale) << "NVFP4 h differs with and without the bf16 h";
+  for (uint8_t b : wg_q.h) ASSERT_EQ(b, kPoison) << "bf16 h written though not asked for";
+  expect_untouched(wg.h, covered, size_t(I * 2), "h_bf16");
+  expect_untouched(wg.fp4, covered, size_t(I / 2), "h_fp4");
+  expect_untouched(wg.scale, covered, size_t(I / 16), "h_scale");
+
+  const auto hf = payload<uint16_t>(fast.h), hw = payload<uint16_t>(wg.h);
+  const auto qf = payload<uint8_t>(fast.fp4), qw = payload<uint8_t>(wg.fp4);
+  const auto sf = payload<uint8_t>(fast.scale), sw = payload<uint8_t>(wg.scale);
+  int64_t blocks = 0, same_h_blocks = 0, same_bytes = 0, bytes = 0, exact_bad = 0, h_bad = 0;
+  double hss = 0, dss = 0, ref_ss = 0;
+  std::string first;
+  for (int64_t r = 0; r < p.row_space; ++r) {
+    if (!covered[size_t(r)]) continue;
+    for (int64_t b = 0; b < I / 16; ++b) {
+      ++blocks;
+      bool same_h = true;
+      for (int64_t i = b * 16; i < b * 16 + 16; ++i) {
+        const size_t at = size_t(r * I + i);
+        same_h = same_h && hf[at] == hw[at];
+        const double x = bf16_to_f32(hf[at]), y = bf16_to_f32(hw[at]);
+        hss += x * x;
+        if (!(std::fabs(x - y) <= std::fabs(x) / 64 + 1e-30) && h_bad++ == 0)
+          first = "h[row " + std::to_string(r) + ", i " + std::to_string(i) + "]: fast " + std::to_string(x) +
+                  ", sm90 " + std::to_string(y);
+        // the dequantized NVFP4 h of both paths (the global scale 1/gs left out)
+        const auto deq = [&](const std::vector<uint8_t>& q, const std::vector<uint8_t>& sc) {
+          const uint8_t byte = q[size_t(r * I / 2 + i / 2)];
+          return e2m1((i & 1) ? byte >> 4 : byte & 15) * double(e4m3_to_f32(sc[size_t(r * I / 16 + b)]));
+        };
+        const double df = deq(qf, sf), dw2 = deq(qw, sw);
+        dss += (df - dw2) * (df - dw2);
+        ref_ss += df * df;
+      }
+      const size_t q0 = size_t(r * I / 2 + b * 8), s0 = size_t(r * I / 16 + b);
+      bool same_q = sf[s0] == sw[s0];
+      same_bytes += sf[s0] == sw[s0];
+      for (size_t j = q0; j < q0 + 8; ++j) {
+        same_q = same_q && qf[j] == qw[j];
+        same_bytes += qf[j] == qw[j];
+      }
+      bytes += 9;
+      if (same_h) {
+        ++same_h_blocks;
+        if (!same_q && exact_bad++ == 0)
+          first = "block [row " + std::to_string(r) + ", " + std::to_string(b) +
+                  "]: equal bf16 h, different NVFP4 bytes (scale fast " + std::to_string(sf[s0]) + ", sm90 " +
+                  std::to_string(sw[s0]) + ")";
+      }
+    }
+  }
+  EXPECT_GT(hss, 0.0);
+  EXPECT_EQ(h_bad, 0) << "bf16 h beyond 1/64 relative; first: " << first;
+  EXPECT_EQ(exact_bad, 0) << exact_bad << " of " << same_h_blocks
+                          << " blocks with bitwise-equal bf16 h requantized differently; first: " << first;
+  EXPECT_GT(same_h_blocks, 0) << "no block with bitwise-equal bf16 h: the bit-identity was not checked";
+  EXPECT_GE(double(same_bytes), 0.99 * double(bytes)) << same_bytes << " of " << bytes << " NVFP4 h bytes equal";
+  EXPECT_LE(std::sqrt(dss / std::max(ref_ss, 1e-300)), 1e-2) << "dequantized NVFP4 h, relative L2";
+  std::printf("[ info ] %lld of %lld h blocks bitwise equal in bf16, %lld of %lld NVFP4 bytes equal\n",
+              (long long)same_h_blocks, (long long)blocks, (long long)same_bytes, (long long)bytes);
+
+  // ---- gemm2, NVFP4 A (h-shaped, fresh random codes and scales) ----
+  std::mt19937_64 rng(8);
+  std::vector<uint8_t> a2q(size_t(p.row_space * I / 2)), a2s(size_t(p.row_space * I / 16));
+  for (auto& b : a2q) b = uint8_t(rng());
+  for (auto& b : a2s) b = random_e4m3(rng);
+  const int64_t before2 = sm90_launches();
+  const auto yf = payload<float>(run_gemm2(*dw, p, GemmPath::fast, {}, a2q, a2s, 0.21f));
+  const auto yw_all = run_gemm2(*dw, p, GemmPath::sm90, {}, a2q, a2s, 0.21f);
+  EXPECT_EQ(sm90_launches() - before2, wgmma ? 1 : 0) << "wgmma launches for gemm2";
+  expect_untouched(yw_all, covered, size_t(H * 4), "y");
+  const auto yw = payload<float>(yw_all);
+  double ess = 0, yss = 0;
+  for (size_t i = 0; i < yf.size(); ++i) {
+    if (!covered[i / size_t(H)]) continue;
+    ess += (double(yf[i]) - double(yw[i])) * (double(yf[i]) - double(yw[i]));
+    yss += double(yf[i]) * double(yf[i]);
+  }
+  EXPECT_GT(yss, 0.0);
+  EXPECT_LE(std::sqrt(ess / std::max(yss, 1e-300)), 1e-5) << "gemm2 y, relative L2 to the fast path";
+  EXPECT_TRUE(run_gemm2(*dw, p, GemmPath::sm90, {}, a2q, a2s, 0.21f) == yw_all) << "gemm2 differs between two runs";
+}
+
+// The staged sm90 path declines to the fast path (no wgmma launch) without its scratch or with
+// NVFP4 A through a gather of unknown row count, and still computes the same bytes.
+TEST(CudaGemmSm90, W4A4WithoutScratchRunsFast) {
+  SKIP_WITHOUT_GPU();
+  const Spec s{"w4a4_no_scratch", 256, 96, 2, WeightFormat::nvfp4, true, Activation::silu, false, {100, 70}, false,
+               44};
+  const Problem p = make_problem(s);
+  const auto dw = upload_weights(p.w, 0);
+  Dev<int32_t> begin(p.begin), count(p.count), gather(p.gather);
+  Dev<uint8_t> a_fp4(p.a_fp4), a_scale(p.a_scale);
+  const size_t need = gemm_scratch_bytes(*dw, GemmPath::sm90, p.rows_bound, p.row_space);
+  Guarded scratch(need + 256);
+  auto run = [&](GemmPath path, float* part, size_t part_bytes, int64_t a_rows) {
+    Guarded hq(size_t(p.row_space * s.I / 2)), hs(size_t(p.row_space * s.I / 16));
+    Gemm1Args a;
+    a.rows = {begin.p, count.p, p.rows_bound, p.row_space};
+    a.a_fp4 = a_fp4.p;
+    a.a_scale = a_scale.p;
+    a.a_dq = p.a_dq;
+    a.a_gather = gather.p;
+    a.a_rows = a_rows;
+    a.h_fp4 = hq.ptr<uint8_t>();
+    a.h_scale = hs.ptr<uint8_t>();
+    a.h_gs = 7.0f;
+    a.partials = part;
+    a.partials_bytes = part_bytes;
+    const int64_t before = sm90_launches();
+    gemm1(*dw, a, path, nullptr);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    return std::make_pair(sm90_launches() - before, hq.all());
+  };
+  const auto ref = run(GemmPath::fast, nullptr, 0, p.T);
+  using Case = std::tuple<float*, size_t, int64_t, const char*>;
+  const std::vector<Case> cases = {{nullptr, 0, p.T, "no scratch"},
+                                   {scratch.ptr<float>(), need > 0 ? need - 1 : 0, p.T, "scratch one byte short"},
+                                   {scratch.ptr<float>(), need, 0, "a_rows unknown"},
+                                   {scratch.ptr<float>(), need, p.row_space + 1, "a_rows past the row space"}};
+  for (const auto& [part, bytes, a_rows, why] : cases) {
+    SCOPED_TRACE(why);
+    const auto got = run(GemmPath::sm90, part, bytes, a_rows);
+    EXPECT_EQ(got.first, 0) << "the wgmma kernels ran";
+    EXPECT_TRUE(got.second == ref.second) << "the fallback differs from the fast path";
+  }
 }
 
 // The table decode of a fragment word: every stored code at every position decodes to the
