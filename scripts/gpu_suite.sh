@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole GPU suite, run on the GPU machine from the repository root:
-#   bash scripts/gpu_suite.sh [stages...]    stages: tests sanitize bench python (default), compare, profile, ep
+#   bash scripts/gpu_suite.sh [stages...]    stages: tests sanitize bench python (default), compare, profile, ep, table
 # Binaries come prebuilt (scripts/build_gpu_carry.sh puts them in .carry/bin), or are built
 # here into build-gpu when .carry/bin is absent. Logs go to $OUT (or ./gpu-out).
 set -uo pipefail
@@ -109,6 +109,31 @@ for stage in $stages; do
           python3 scripts/ncu_breakdown.py "$OUT/profile-$gemm-$tok.csv" | tail -12
         done
       done ;;
+    table)
+      # The full bench table (issue 4): every preset, W4A16 and W4A4, T = 1 ... 16384, the
+      # presets split over the visible GPUs, one lane each (kimi-k2, checked against the
+      # reference, on the first; nothing else runs on a GPU while it is timed). JSON per lane.
+      ngpu=$(nvidia-smi -L | wc -l)
+      if [ "$ngpu" -ge 2 ]; then lanes=("kimi-k2" "deepseek-v3,qwen3-235b,qwen3-30b,gpt-oss-120b")
+      else lanes=("kimi-k2,deepseek-v3,qwen3-235b,qwen3-30b,gpt-oss-120b"); fi
+      pids=()
+      for ((i = 0; i < ${#lanes[@]}; i++)); do
+        (
+          export CUDA_VISIBLE_DEVICES=$i
+          check=$([ $i = 0 ] && echo --check || echo --no-check)
+          timeout ${TABLE_TIMEOUT:-900} "$BIN/fp4moe" bench --all --model "${lanes[$i]}" $check \
+            ${TABLE_TOKENS:+--tokens $TABLE_TOKENS} --json "$OUT/table-$i.json" >"$OUT/table-$i.log" 2>&1
+          echo "rc=$?" >>"$OUT/table-$i.log"
+        ) &
+        pids+=($!)
+      done
+      wait "${pids[@]}"
+      for ((i = 0; i < ${#lanes[@]}; i++)); do
+        rc=$(grep -E '^rc=' "$OUT/table-$i.log" | tail -1 | cut -d= -f2)
+        note "table lane $i (${lanes[$i]}) rc=$rc"
+        [ "$rc" = 0 ] || status=1
+      done
+      python3 scripts/bench_table.py "$OUT"/table-*.json 2>/dev/null | grep -E '^(###|\| [0-9])' | head -90 ;;
     ep)
       # two or more GPUs: the EP tests and the EP benchmark
       timeout ${TESTS_TIMEOUT:-900} "$BIN/fp4moe_tests" --gtest_filter='*Ep*' >"$OUT/ep-tests.log" 2>&1
