@@ -18,6 +18,7 @@ stream. Errors are ``ValueError`` (bad argument) or ``RuntimeError`` (unsupporte
 request, CUDA failure), carrying the C++ message that names the argument.
 
 Formats and semantics: SPEC.md (§2 block formats, §3 checkpoint layout, §4 the layer).
+For torch.compile, ``fp4moe.torch_ops`` registers a layer as PyTorch custom operators.
 """
 from __future__ import annotations
 
