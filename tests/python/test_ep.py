@@ -1,5 +1,6 @@
 """fp4moe.ep on any machine: placement, availability, and clean errors where EP cannot run.
-The two-GPU behaviour is tested in C++ (tests/cuda/test_ep.cpp) and by `fp4moe ep-bench`."""
+The two-GPU behaviour is tested in C++ (tests/cuda/test_ep.cpp), from Python in
+test_ep_gpus.py (two processes), and measured by `fp4moe ep-bench`."""
 import numpy as np
 import pytest
 
