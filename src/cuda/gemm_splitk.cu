@@ -1,4 +1,6 @@
 // The split-K decode path of the grouped GEMMs (FP4MOE_GEMM=splitk; sm_80 and later).
+// Measured on the H200 (bench/results/2026-11-30-notes.md): the same time as the fast path
+// at 1-512 tokens (kimi-k2) with ~5x its CTAs, so it is not a default; kept for comparison.
 //
 // Why: at decode (1-8 rows per expert) the fast path has one CTA per (expert, 128-row
 // tile), too few CTAs and too few bytes in flight to stream the weights at HBM speed

@@ -1,4 +1,6 @@
 // The weight-streaming decode path of the grouped GEMMs (FP4MOE_GEMM=stream; sm_80 and later).
+// Measured on the H200 (bench/results/2026-11-30-notes.md): 12-32% slower than the fast path
+// at 1-512 tokens (kimi-k2), so it is not a default; kept for comparison.
 //
 // Why: at decode (a few rows per expert) a GEMM is a stream of FP4 weights that must run at
 // HBM speed. The tiled paths spend a large share of each CTA's life on per-CTA work that
@@ -271,7 +273,7 @@ void launch(const StreamConfig& c, const Params& p, bool dependent, cudaStream_t
 }
 
 // FP4MOE_PDL=1 on an sm_90+ device: GEMM 2 is launched as a programmatic dependent of GEMM 1
-// (experimental until measured). Only when the active list came from gemm_prepare_rows:
+// (measured on the H200: slower than without, bench/results/2026-11-30-notes.md). Only when the active list came from gemm_prepare_rows:
 // then everything GEMM 2 reads before grid_dependency_wait was complete before GEMM 1
 // (an ordinary launch) started.
 bool gemm2_dependent(const CudaWeights& cw, const ExpertRows& rows) {
