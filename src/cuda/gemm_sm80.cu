@@ -104,8 +104,8 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
     // Each thread's cp.async sources are fixed for the slot up to a per-k-step stride, so
     // they are computed here once (the k loop then spends its instructions on the math):
     // weights kWChunks 16-byte chunks of the CTA's fragment blocks (+ kb * 512 B), the
-    // scales of one block part for the first kSChunks threads (+ kb * sb), and up to kAChunks
-    // chunks of the A tile (+ kb * 64 k).
+    // scales of one 16-byte block part for the first kBlocksPerCta * sb / 16 threads (+ kb * sb),
+    // and up to kAChunks chunks of the A tile (+ kb * 64 k).
     constexpr int kWChunks = kBlocksPerCta * 32 / kThreads;
     constexpr int kAChunksAll = A_FP4 ? kTok * 4 : kTok * 8;
     constexpr int kAChunks = (kAChunksAll + kThreads - 1) / kThreads;

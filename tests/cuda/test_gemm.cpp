@@ -640,6 +640,22 @@ TEST(CudaGemmEdge, UploadRejectsWrongSizes) {
 // ---------------------------------------------------------------------------
 // Config (no GPU needed)
 // ---------------------------------------------------------------------------
+// The token tiles of `tile` rows that a random split of `rows` rows over `experts` experts
+// needs (about a third of the experts get none, expert 0 takes what is left).
+int64_t tiles_of_a_random_split(std::mt19937_64& rng, int64_t experts, int64_t rows, int64_t tile) {
+  std::vector<int64_t> cnt(size_t(experts), 0);
+  int64_t left = rows;
+  for (auto& x : cnt) {
+    if (rng() % 3 == 0) continue;
+    x = int64_t(rng() % uint64_t(left + 1));
+    left -= x;
+  }
+  cnt[0] += left;
+  int64_t need = 0;
+  for (auto x : cnt) need += (x + tile - 1) / tile;
+  return need;
+}
+
 TEST(CudaGemmConfig, CoversEveryTileOfAnyRouting) {
   std::mt19937_64 rng(99);
   for (int trial = 0; trial < 2000; ++trial) {
@@ -657,17 +673,8 @@ TEST(CudaGemmConfig, CoversEveryTileOfAnyRouting) {
     if (pb.rows_bound == 0) continue;
     ASSERT_GE(c.grid_y, 1);
     // A random split of rows_bound over the experts never needs more tiles than c.tiles.
-    std::vector<int64_t> cnt(size_t(pb.num_experts), 0);
-    int64_t left = pb.rows_bound;
-    for (auto& x : cnt) {
-      if (rng() % 3 == 0) continue;
-      x = int64_t(rng() % uint64_t(left + 1));
-      left -= x;
-    }
-    cnt[0] += left;
-    int64_t need = 0;
-    for (auto x : cnt) need += (x + c.token_tile - 1) / c.token_tile;
-    ASSERT_LE(need, c.tiles) << "rows_bound " << pb.rows_bound << " E " << pb.num_experts;
+    ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, c.token_tile), c.tiles)
+        << "rows_bound " << pb.rows_bound << " E " << pb.num_experts;
   }
 }
 
@@ -742,17 +749,7 @@ TEST(CudaGemmConfig, SplitKCoversEveryTileAndSlice) {
     const int64_t active = std::max<int64_t>(1, std::min(pb.num_experts, pb.rows_bound));
     ASSERT_LE((pb.rows_bound + active - 1) / active, kSplitKTokenTile);
     // A random split of rows_bound over the experts never needs more token tiles than c.tiles.
-    std::vector<int64_t> cnt(size_t(pb.num_experts), 0);
-    int64_t left = pb.rows_bound;
-    for (auto& x : cnt) {
-      if (rng() % 3 == 0) continue;
-      x = int64_t(rng() % uint64_t(left + 1));
-      left -= x;
-    }
-    cnt[0] += left;
-    int64_t need = 0;
-    for (auto x : cnt) need += (x + kSplitKTokenTile - 1) / kSplitKTokenTile;
-    ASSERT_LE(need, c.tiles);
+    ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, kSplitKTokenTile), c.tiles);
   }
   EXPECT_GT(split_seen, 100);
 }
@@ -871,17 +868,8 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
     ASSERT_LE(c.grid_y, 65535);
     ASSERT_LE(c.grid_y, c.tiles);
     // A random split of rows_bound over the experts never needs more tiles than c.tiles.
-    std::vector<int64_t> cnt(size_t(pb.num_experts), 0);
-    int64_t left = pb.rows_bound;
-    for (auto& x : cnt) {
-      if (rng() % 3 == 0) continue;
-      x = int64_t(rng() % uint64_t(left + 1));
-      left -= x;
-    }
-    cnt[0] += left;
-    int64_t need = 0;
-    for (auto x : cnt) need += (x + c.token_tile - 1) / c.token_tile;
-    ASSERT_LE(need, c.tiles) << "rows_bound " << pb.rows_bound << " E " << pb.num_experts;
+    ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, c.token_tile), c.tiles)
+        << "rows_bound " << pb.rows_bound << " E " << pb.num_experts;
   }
   EXPECT_GT(used, 100);
   EXPECT_GT(tile64, 10);
