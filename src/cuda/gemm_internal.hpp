@@ -17,11 +17,14 @@
 // Word (lane, kk) holds the 8 e2m1 values lane needs for the A operand of
 // mma.m16n8k16 over k-step kk (PTX ISA, "Matrix Fragments for mma.m16n8k16", .bf16 A):
 // with g = lane / 4, t = lane % 4, register a_j (j = 0..3) holds rows
-// (g, g+8, g, g+8)[j] and k = 2t + (j >= 2 ? 8 : 0) + {0, 1}. Element (a_j, low) sits in
-// nibble 2j (bits 8j..8j+3), (a_j, high) in nibble 2j + 1, each as a *stored code*: the
-// e2m1 code with its two low bits swapped (frag_stored_code; bit 3 sign, bit 2 exponent
-// high, bit 1 mantissa, bit 0 exponent low), so that two byte-permute lookups turn four
-// codes into the low and high bytes of their bf16 (frag_decode_word). One lane's 4 words
+// (g, g+8, g, g+8)[j] and k = 2t + (j >= 2 ? 8 : 0) + {0, 1}. Logically, element (a_j, low)
+// is nibble 2j (bits 8j..8j+3) of the word, (a_j, high) nibble 2j + 1 (frag_nibble), each as a
+// *stored code*: the e2m1 code with its two low bits swapped (frag_stored_code; bit 3 sign,
+// bit 2 exponent high, bit 1 mantissa, bit 0 exponent low). In memory the word's bits are
+// permuted (frag_word_store / frag_word_load) so that each code's two 2-bit halves sit where
+// they are byte-permute selectors: the low byte of a value's bf16 depends on stored bits 1-0,
+// the high byte on bits 3-2, and frag_decode_word turns the word into a_0..a_3 with four
+// table lookups and five integer operations. One lane's 4 words
 // (16 bytes) cover k-steps 0..3, so a warp loads a whole fragment block with one
 // coalesced 16-byte load per lane.
 //
@@ -82,7 +85,7 @@ FP4MOE_HD int64_t w13_device_row(int64_t i, bool up) { return (i / 8) * 16 + (up
 
 struct NibbleAt {
   int64_t word;  // index into WeightMatrix::q
-  int shift;     // the stored code is (q[word] >> shift) & 15 (frag_stored_code)
+  int shift;     // the stored code is (frag_word_load(q[word]) >> shift) & 15 (frag_stored_code)
 };
 // Where the code of (expert e, device row n, k) lives.
 FP4MOE_HD NibbleAt frag_nibble(int64_t e, int64_t n, int64_t k, int N, int Kp) {
@@ -123,23 +126,47 @@ FP4MOE_HD void frag_scale_select(int kk, bool mx, int* word, int* byte) {
   *byte = (col % 2) * 2;             // bytes [c][half]: column c at byte 2c (mod 4) of its word
 }
 
-// One word of stored codes -> the four bf16x2 registers a_0..a_3 (low half: nibble 2j,
-// high half: nibble 2j + 1), each value e2m1 * 2^-126 exactly (sign at bit 15, exponent
-// bits at 8-7, mantissa at 6, as the scale folding expects). The low byte of a value's
-// bf16 depends on (mantissa, exponent low) = stored bits 1-0, the high byte on (sign,
-// exponent high) = stored bits 3-2: two 4-entry tables in one 8-byte PRMT table, 13 integer
-// operations for 8 values.
+// Where a code's two halves sit in a word in memory: logical nibble 2j + h (register a_j,
+// half h) keeps its low half (bits 1-0) at bit 16 * (j % 2) + 8h + 2 * (j / 2) and its high
+// half (bits 3-2) 4 bits above. So bits 1-0 of every nibble of the word hold the selectors of
+// a_0 (bits 0-15) and a_1 (bits 16-31), bits 3-2 those of a_2 and a_3, in the order
+// PRMT reads them: [low half of low value, high half of low value, low of high, high of high].
+FP4MOE_HD int frag_word_position(int nibble) { return 16 * ((nibble / 2) % 2) + 8 * (nibble % 2) + 2 * (nibble / 4); }
+// Logical word (8 nibbles) -> the word in memory, and back.
+FP4MOE_HD uint32_t frag_word_store(uint32_t logical) {
+  uint32_t out = 0;
+  for (int n = 0; n < 8; ++n) {
+    const uint32_t code = (logical >> (4 * n)) & 15u;
+    out |= (code & 3u) << frag_word_position(n) | (code >> 2) << (frag_word_position(n) + 4);
+  }
+  return out;
+}
+FP4MOE_HD uint32_t frag_word_load(uint32_t stored) {
+  uint32_t out = 0;
+  for (int n = 0; n < 8; ++n) {
+    const int p = frag_word_position(n);
+    out |= (((stored >> p) & 3u) | ((stored >> (p + 4)) & 3u) << 2) << (4 * n);
+  }
+  return out;
+}
+
+// One word in memory -> the four bf16x2 registers a_0..a_3 (low half: nibble 2j, high half:
+// nibble 2j + 1), each value e2m1 * 2^-126 exactly (sign at bit 15, exponent bits at 8-7,
+// mantissa at 6, as the scale folding expects). The low byte of a value's bf16 depends on
+// (mantissa, exponent low) = stored bits 1-0, the high byte on (sign, exponent high) = stored
+// bits 3-2: two 4-entry tables in one 8-byte PRMT table, indexed by selector nibbles that the
+// memory layout (frag_word_store) already holds in place: 4 PRMT + 5 integer operations for
+// 8 values.
 FP4MOE_HD void frag_decode_word(uint32_t q, uint32_t (&a)[4]) {
   constexpr uint32_t kLow = 0xC0408000u;   // bytes 0-3: index (m, e0) -> e0 << 7 | m << 6
   constexpr uint32_t kHigh = 0x81800100u;  // bytes 4-7: index 4 + (s, e1) -> s << 7 | e1
-  const uint32_t lo_sel = q & 0x33333333u;
-  const uint32_t hi_sel = ((q >> 2) & 0x33333333u) | 0x44444444u;
-  const uint32_t lo0 = byte_perm(kLow, kHigh, lo_sel), hi0 = byte_perm(kLow, kHigh, hi_sel);
-  const uint32_t lo1 = byte_perm(kLow, kHigh, lo_sel >> 16), hi1 = byte_perm(kLow, kHigh, hi_sel >> 16);
-  a[0] = byte_perm(lo0, hi0, 0x5140u);
-  a[1] = byte_perm(lo0, hi0, 0x7362u);
-  a[2] = byte_perm(lo1, hi1, 0x5140u);
-  a[3] = byte_perm(lo1, hi1, 0x7362u);
+  constexpr uint32_t kHighTable = 0x40404040u;  // selector nibbles 1 and 3 of each register index kHigh
+  const uint32_t sel01 = (q & 0x33333333u) | kHighTable;         // a_0: bits 0-15, a_1: bits 16-31
+  const uint32_t sel23 = ((q >> 2) & 0x33333333u) | kHighTable;  // a_2, a_3
+  a[0] = byte_perm(kLow, kHigh, sel01);
+  a[1] = byte_perm(kLow, kHigh, sel01 >> 16);
+  a[2] = byte_perm(kLow, kHigh, sel23);
+  a[3] = byte_perm(kLow, kHigh, sel23 >> 16);
 }
 // Byte index of the scale of (expert e, device row n, k).
 FP4MOE_HD int64_t frag_scale(int64_t e, int64_t n, int64_t k, int N, int Kp, int block) {
@@ -222,6 +249,9 @@ void stream_list_active(const ExpertRows& rows, int64_t num_experts, int32_t* ac
 // or build has no sm_90a wgmma code, or NVFP4 activations without the staging scratch).
 bool sm90_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 bool sm90_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+// decode: likewise (false: more than kDecodeMaxTokenTile rows per active expert).
+bool decode_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
+bool decode_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // mma.sync path configuration (gemm_sm80.cu): a host function, testable without a GPU.
@@ -305,6 +335,37 @@ struct StreamConfig {
 StreamConfig choose_stream_config(const StreamProblem& p);
 // Scratch bytes of the stream path: the active-expert list.
 size_t stream_scratch_bytes(int64_t num_experts);
+
+// ---------------------------------------------------------------------------
+// register-streamed decode path configuration (gemm_decode.cu): a host function, testable
+// without a GPU. A CTA is `splits` warps on 32 weight rows (a fragment row pair) x token_tile
+// tokens of one expert, warp s on k-blocks [s * kb_per_split, (s + 1) * kb_per_split); grid
+// (grid_x row pairs, grid_y (expert, token tile) slots) as the fast path's.
+// ---------------------------------------------------------------------------
+inline constexpr int kDecodeMaxTokenTile = 16;  // more rows per active expert: the tiled paths
+inline constexpr int kDecodeMaxSplits = 8;      // warps per CTA
+inline constexpr int kDecodeMinKbPerSplit = 4;  // shortest K slice (k-blocks) worth its pipeline fill
+inline constexpr int kDecodeWarpsPerSm = 24;    // aim: this many warps with work per SM
+
+struct DecodeProblem {
+  int64_t rows_bound = 0;   // upper bound on the rows of all experts together
+  int64_t num_experts = 0;  // E_local
+  int N = 0, K = 0;         // device rows, K
+  int num_sms = 132;        // of the device that runs it
+};
+struct DecodeConfig {
+  bool use = false;         // false: more than kDecodeMaxTokenTile rows per active expert
+  int token_tile = 8;       // tokens per CTA: 8 or 16
+  int64_t grid_x = 0;       // row pairs: ceil(N / 32)
+  int64_t tiles = 0;        // bound on (expert, token tile) pairs: sum ceil(count / token_tile)
+  int64_t grid_y = 0;       // min(tiles, 65535): CTAs loop over the tile slots
+  int splits = 1;           // K slices = warps per CTA
+  int kb_per_split = 0;     // k-blocks per slice (the last may have fewer, never 0)
+  std::string why;
+};
+DecodeConfig choose_decode_config(const DecodeProblem& p);
+// How many times the decode kernels were launched in this process (tests: proves they ran).
+int64_t decode_launches();
 
 // ---------------------------------------------------------------------------
 // Hopper wgmma path configuration (gemm_sm90.cu): a host function, testable without a GPU.

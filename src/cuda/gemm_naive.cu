@@ -41,7 +41,7 @@ __device__ float dot_row(const WeightMatrix& w, int e, int64_t n, const uint16_t
   float acc = 0.0f;
   for (int k = 0; k < w.K; ++k) {
     const NibbleAt at = frag_nibble(e, n, k, w.N, w.Kp);
-    const uint8_t code = uint8_t(frag_stored_code((w.q[at.word] >> at.shift) & 15u));
+    const uint8_t code = uint8_t(frag_stored_code((frag_word_load(w.q[at.word]) >> at.shift) & 15u));
     const float wv = e2m1_to_f32(code) * folded_scale(w.scale[frag_scale(e, n, k, w.N, w.Kp, w.block)], w.block);
     acc = fmaf(wv, a_elem(a_bf16, a_fp4, a_scale, a_row, w.K, k), acc);
   }

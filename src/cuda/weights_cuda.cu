@@ -90,7 +90,7 @@ HostFragments build_fragments(const char* name, const std::vector<uint8_t>& data
               const uint32_t byte = d[row * (K / 2) + k / 2];  // low nibble: k (even), high: k + 1
               word |= frag_stored_code(byte & 15u) << (8 * j) | frag_stored_code(byte >> 4) << (8 * j + 4);
             }
-            qe[((n0 / kFragRows) * KB + kb) * kFragWords + lane * 4 + kk] = word;
+            qe[((n0 / kFragRows) * KB + kb) * kFragWords + lane * 4 + kk] = frag_word_store(word);
           }
     for (int64_t n = 0; n < N; ++n) {
       const int64_t r = canonical_row(n, N);

@@ -336,6 +336,7 @@ const char* path_name(GemmPath p) {
          : p == GemmPath::splitk ? "splitk"
          : p == GemmPath::stream ? "stream"
          : p == GemmPath::sm90   ? "sm90"
+         : p == GemmPath::decode ? "decode"
                                  : "fast";
 }
 
@@ -367,6 +368,18 @@ void check_problem(const Spec& spec, GemmPath path) {
     const StreamConfig c2 = choose_stream_config({p.rows_bound, spec.E, int(H), sms});
     ASSERT_TRUE(c1.token_tiles && c2.token_tiles) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
   }
+  // decode (and sm90, which runs decode shapes on the same kernels): the decode cases must run
+  // the decode kernels, one launch per GEMM; prefill cases never do.
+  int64_t decode_expected = 0;
+  if (path == GemmPath::decode || path == GemmPath::sm90) {
+    const DecodeConfig c1 = choose_decode_config({p.rows_bound, spec.E, int(2 * I), int(H), device_sms()});
+    const DecodeConfig c2 = choose_decode_config({p.rows_bound, spec.E, int(H), int(I), device_sms()});
+    if (spec.decode) ASSERT_TRUE(c1.use && c2.use) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
+    if (spec.large) ASSERT_FALSE(c1.use || c2.use) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
+    ASSERT_EQ(c1.use, c2.use);  // both depend on the rows per expert only
+    decode_expected = c1.use ? 1 : 0;
+  }
+  const int64_t decode_before = decode_launches();
   // sm90: the prefill cases must choose the wgmma kernels; where the device and build have them
   // (sm_90, sm_90a code) they must really run, one launch per GEMM (W4A4: staged through bf16
   // in the scratch that gemm_scratch_bytes sizes); elsewhere the fast path runs and they never
@@ -387,6 +400,7 @@ void check_problem(const Spec& spec, GemmPath path) {
   // ---- gemm1 ----
   const Gemm1Out o1 = run_gemm1(*dw, p, path);
   EXPECT_EQ(sm90_launches() - sm90_before, sm90_expected) << "wgmma launches for gemm1";
+  EXPECT_EQ(decode_launches() - decode_before, decode_expected) << "decode launches for gemm1";
   expect_untouched(o1.h, covered, size_t(I * 2), "h_bf16");
   const auto h = payload<uint16_t>(o1.h);
   AOperand A{p.a_bf16.empty() ? nullptr : p.a_bf16.data(), p.a_fp4.empty() ? nullptr : p.a_fp4.data(),
@@ -478,6 +492,7 @@ void check_problem(const Spec& spec, GemmPath path) {
   }
   const auto y_all = run_gemm2(*dw, p, path, a2, a2q, a2s, a2_dq);
   EXPECT_EQ(sm90_launches() - sm90_before, 2 * sm90_expected) << "wgmma launches for gemm1 and gemm2";
+  EXPECT_EQ(decode_launches() - decode_before, 2 * decode_expected) << "decode launches for gemm1 and gemm2";
   expect_untouched(y_all, covered, size_t(H * 4), "y");
   const auto y = payload<float>(y_all);
   AOperand A2{a2.empty() ? nullptr : a2.data(), a2q.empty() ? nullptr : a2q.data(),
@@ -575,7 +590,7 @@ TEST_P(CudaGemm, MatchesHost) {
 INSTANTIATE_TEST_SUITE_P(CudaGemmCases, CudaGemm,
                          ::testing::Combine(::testing::Range(0, int(specs().size())),
                                             ::testing::Values(GemmPath::naive, GemmPath::fast, GemmPath::splitk,
-                                                              GemmPath::stream, GemmPath::sm90)),
+                                                              GemmPath::stream, GemmPath::sm90, GemmPath::decode)),
                          [](const auto& info) {
                            return specs()[size_t(std::get<0>(info.param))].name + "_" +
                                   path_name(std::get<1>(info.param));
@@ -588,7 +603,8 @@ TEST(CudaGemmEdge, NoRows) {
   Problem p = make_problem(s);
   p.rows_bound = 0;
   const auto dw = upload_weights(p.w, 0);
-  for (GemmPath path : {GemmPath::naive, GemmPath::fast, GemmPath::splitk, GemmPath::stream, GemmPath::sm90}) {
+  for (GemmPath path : {GemmPath::naive, GemmPath::fast, GemmPath::splitk, GemmPath::stream, GemmPath::sm90,
+                        GemmPath::decode}) {
     const auto out = run_gemm1(*dw, p, path);
     for (uint8_t b : out.h) ASSERT_EQ(b, kPoison) << path_name(path);
   }
@@ -783,6 +799,53 @@ TEST(CudaGemmConfig, SplitKDecodeKeepsEnoughBytesInFlight) {
 
 // stream config: decode shapes (<= 16 rows per active expert) stream, with enough units for
 // every active expert's rows; the grid never exceeds what stays resident.
+// The decode path's config: taken exactly at <= 16 rows per active expert; the row pairs cover
+// N, the K slices cover the k-blocks with none empty, the slot bound covers every tile of any
+// split of the rows; the warps per CTA stay within the kernel's bound.
+TEST(CudaGemmConfig, DecodeCoversDecodeShapes) {
+  std::mt19937_64 rng(13);
+  int seen = 0, split_seen = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    DecodeProblem pb;
+    pb.num_experts = 1 + int64_t(rng() % 384);
+    pb.rows_bound = int64_t(rng() % (trial % 2 ? 40 : 6000));
+    pb.N = 16 * (1 + int(rng() % 900));
+    pb.K = 16 * (1 + int(rng() % 600));
+    pb.num_sms = 1 + int(rng() % 200);
+    const DecodeConfig c = choose_decode_config(pb);
+    ASSERT_FALSE(c.why.empty());
+    const int64_t active = std::max<int64_t>(1, std::min(pb.num_experts, pb.rows_bound));
+    const int64_t per_expert = (pb.rows_bound + active - 1) / active;
+    if (pb.rows_bound == 0 || per_expert > kDecodeMaxTokenTile) {
+      ASSERT_FALSE(c.use);
+      continue;
+    }
+    ++seen;
+    ASSERT_TRUE(c.use);
+    ASSERT_EQ(c.token_tile, per_expert <= 8 ? 8 : 16);
+    ASSERT_EQ(c.grid_x, (pb.N / 16 + 1) / 2);
+    const int kb_total = (pb.K + 63) / 64;
+    ASSERT_GE(c.splits, 1);
+    ASSERT_LE(c.splits, kDecodeMaxSplits);
+    ASSERT_TRUE(c.splits * c.kb_per_split >= kb_total && (c.splits - 1) * c.kb_per_split < kb_total)
+        << "K " << pb.K << ": " << c.splits << " slices of " << c.kb_per_split;
+    if (c.splits > 1) {
+      ++split_seen;
+      ASSERT_GE(c.kb_per_split, kDecodeMinKbPerSplit);
+    }
+    ASSERT_EQ(c.grid_y, std::min<int64_t>(c.tiles, 65535));
+    ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, c.token_tile), c.tiles)
+        << "rows_bound " << pb.rows_bound << " E " << pb.num_experts;
+  }
+  EXPECT_GT(seen, 100);
+  EXPECT_GT(split_seen, 50);
+  // kimi-k2 on an H200: T = 1 splits GEMM 1 (128 row pairs x 8 experts fill too few warps), T = 512
+  // (11 rows per expert) takes 16-token tiles, T = 2048 (43 rows per expert) is declined.
+  EXPECT_GT(choose_decode_config({8, 384, 4096, 7168, 132}).splits, 1);
+  EXPECT_EQ(choose_decode_config({4096, 384, 4096, 7168, 132}).token_tile, 16);
+  EXPECT_FALSE(choose_decode_config({16384, 384, 4096, 7168, 132}).use);
+}
+
 TEST(CudaGemmConfig, StreamCoversDecodeShapes) {
   std::mt19937_64 rng(11);
   int seen = 0;
@@ -1181,9 +1244,10 @@ TEST(CudaGemmSm90, W4A4WithoutScratchRunsFast) {
   }
 }
 
-// The table decode of a fragment word: every stored code at every position decodes to the
-// bf16 of e2m1 * 2^-126 (sign at bit 15, magnitude at bits 8-6), exactly; the stored code is
-// the e2m1 code with bits 0 and 1 swapped; the host byte_perm follows PTX prmt.
+// The table decode of a fragment word: every stored code at every position of the logical
+// word, permuted into memory order (frag_word_store, whose inverse frag_word_load is), decodes
+// to the bf16 of e2m1 * 2^-126 (sign at bit 15, magnitude at bits 8-6), exactly; the stored
+// code is the e2m1 code with bits 0 and 1 swapped; the host byte_perm follows PTX prmt.
 TEST(CudaGemmLayout, FragmentWordDecodesEveryCode) {
   EXPECT_EQ(byte_perm(0x33221100u, 0x77665544u, 0x5140u), 0x55114400u);
   EXPECT_EQ(byte_perm(0x33221100u, 0x77665544u, 0x7362u), 0x77336622u);
@@ -1194,8 +1258,9 @@ TEST(CudaGemmLayout, FragmentWordDecodesEveryCode) {
     // every code at every nibble position in the first 16 x 8 trials, then random words
     uint32_t q = uint32_t(rng());
     if (trial < 16 * 8) q = (q & ~(15u << (4 * (trial % 8)))) | uint32_t(trial / 8) << (4 * (trial % 8));
+    ASSERT_EQ(frag_word_load(frag_word_store(q)), q);
     uint32_t a[4];
-    frag_decode_word(q, a);
+    frag_decode_word(frag_word_store(q), a);
     for (int j = 0; j < 4; ++j)
       for (int h = 0; h < 2; ++h) {
         const uint32_t code = frag_stored_code((q >> (8 * j + 4 * h)) & 15u);
@@ -1234,7 +1299,7 @@ TEST(CudaGemmLayout, PreparedFragmentsReproduceTheCheckpoint) {
       for (int64_t n = 0; n < N; ++n)
         for (int64_t k = 0; k < Kp; ++k) {
           const NibbleAt at = frag_nibble(e, n, k, N, Kp);
-          const uint32_t code = frag_stored_code((f.q[size_t(at.word)] >> at.shift) & 15u);
+          const uint32_t code = frag_stored_code((frag_word_load(f.q[size_t(at.word)]) >> at.shift) & 15u);
           if (k >= K) {
             ASSERT_EQ(code & 7u, 0u) << "padding at k " << k;
             continue;
