@@ -79,16 +79,19 @@ struct Gemm2Args {
   size_t partials_bytes = 0;
 };
 
-// splitk (gemm_splitk.cu): decode shapes split K across CTAs, a second kernel sums the
-// splits in fixed order; stream (gemm_stream.cu): decode shapes (<= 16 rows per active
-// expert) streamed warp by warp over the whole K; sm90 (gemm_sm90.cu): prefill shapes (>= 32
-// rows per active expert) on Hopper wgmma, sm_90 devices only, NVFP4 activations (W4A4)
-// staged through bf16 copies in its scratch (nvfp4_staging.cu). Other shapes run `fast`. The
-// default is sm90 (measured on the H200, bench/results/2026-11-30-notes.md: 1.7-1.9x the fast
-// path where it accepts a shape; fast runs everything else); splitk and stream measured
-// slower than fast and are kept for comparison only.
-enum class GemmPath { naive, fast, splitk, stream, sm90 };
-// FP4MOE_GEMM=naive|fast|splitk|stream|sm90 forces that path; unset: sm90 (with its fallback).
+// decode (gemm_decode.cu): decode shapes (<= 16 rows per active expert), weights streamed
+// through registers warp by warp, K split inside a CTA and summed in fixed order; splitk
+// (gemm_splitk.cu): decode shapes split K across CTAs, a second kernel sums the splits in fixed
+// order; stream (gemm_stream.cu): decode shapes streamed warp by warp over the whole K through
+// shared memory; sm90 (gemm_sm90.cu): prefill shapes (>= 32 rows per active expert) on Hopper
+// wgmma, sm_90 devices only, NVFP4 activations (W4A4) staged through bf16 copies in its
+// scratch (nvfp4_staging.cu). Other shapes run `fast` (mma.sync tiles, gemm_sm80.cu). The
+// default, sm90, runs decode shapes on the decode kernels and prefill shapes on wgmma
+// (measured on the H200, bench/results/); splitk and stream measured slower than fast and are
+// kept for comparison only.
+enum class GemmPath { naive, fast, splitk, stream, sm90, decode };
+// FP4MOE_GEMM=naive|fast|splitk|stream|sm90|decode forces that path (decode: the decode
+// kernels where they take the shape, else fast); unset: sm90 (decode, wgmma, else fast).
 GemmPath gemm_path();
 
 // Scratch bytes (Gemm1Args/Gemm2Args::partials) that `path` needs for gemm1 and gemm2 of

@@ -1,7 +1,8 @@
 // gemm_path(), and gemm1 / gemm2: check what the kernels rely on, then route to the
-// naive kernels (gemm_naive.cu), the mma.sync kernels (gemm_sm80.cu) or, on request, the
-// split-K (gemm_splitk.cu) or weight-streaming (gemm_stream.cu) kernels for decode shapes, or
-// the wgmma kernels (gemm_sm90.cu) for prefill shapes; a path that declines runs mma.sync.
+// naive kernels (gemm_naive.cu), the mma.sync kernels (gemm_sm80.cu), the register-streamed
+// decode kernels (gemm_decode.cu) or the wgmma kernels (gemm_sm90.cu), or on request the
+// split-K (gemm_splitk.cu) or weight-streaming (gemm_stream.cu) kernels for decode shapes; a
+// path that declines runs mma.sync.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +21,8 @@ GemmPath gemm_path() {
   if (v && std::strcmp(v, "splitk") == 0) return GemmPath::splitk;
   if (v && std::strcmp(v, "stream") == 0) return GemmPath::stream;
   if (v && std::strcmp(v, "fast") == 0) return GemmPath::fast;
-  return GemmPath::sm90;  // wgmma where it accepts the shape and device, else fast
+  if (v && std::strcmp(v, "decode") == 0) return GemmPath::decode;
+  return GemmPath::sm90;  // decode kernels, else wgmma where it accepts the shape and device, else fast
 }
 
 bool gemm_log_on() {
@@ -105,6 +107,7 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
   if (path == GemmPath::naive) naive_gemm1(w, a, stream);
   else if (!(path == GemmPath::splitk && splitk_gemm1(w, a, stream)) &&
            !(path == GemmPath::stream && stream_gemm1(w, a, stream)) &&
+           !((path == GemmPath::sm90 || path == GemmPath::decode) && decode_gemm1(w, a, stream)) &&
            !(path == GemmPath::sm90 && sm90_gemm1(w, a, stream)))
     sm80_gemm1(w, a, stream);
 }
@@ -118,6 +121,7 @@ void gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStrea
   if (path == GemmPath::naive) naive_gemm2(w, a, stream);
   else if (!(path == GemmPath::splitk && splitk_gemm2(w, a, stream)) &&
            !(path == GemmPath::stream && stream_gemm2(w, a, stream)) &&
+           !((path == GemmPath::sm90 || path == GemmPath::decode) && decode_gemm2(w, a, stream)) &&
            !(path == GemmPath::sm90 && sm90_gemm2(w, a, stream)))
     sm80_gemm2(w, a, stream);
 }

@@ -26,6 +26,7 @@
 #include <cstdlib>
 
 #include "cuda/common/check.hpp"
+#include "cuda/common/device.hpp"
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
 #include "cuda/gemm_sm80_core.cuh"
@@ -403,12 +404,6 @@ void prefer_shared(Kernel* k, std::atomic<uint64_t>& done, int device) {
   done.fetch_or(bit, std::memory_order_relaxed);
 }
 
-int sm_count(int device) {
-  int n = 0;
-  FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-  return n;
-}
-
 // FP4MOE_LOG=1: each config once per shape.
 void log_choice(const char* which, const SplitKProblem& pb, const SplitKConfig& c) {
   if (!gemm_log_on()) return;
@@ -425,7 +420,7 @@ void log_choice(const char* which, const SplitKProblem& pb, const SplitKConfig& 
 // Config of one GEMM, or !split; checks the caller's partials when it splits.
 SplitKConfig plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows,
                   const float* partials, size_t partials_bytes) {
-  const SplitKProblem pb{rows.rows_bound, w.num_experts, w.N, w.K, sm_count(cw.device)};
+  const SplitKProblem pb{rows.rows_bound, w.num_experts, w.N, w.K, multiprocessor_count(cw.device)};
   SplitKConfig c = choose_splitk_config(pb);
   log_choice(which, pb, c);
   if (!c.split || !partials) {
@@ -484,7 +479,7 @@ ReduceParams reduce_params(const WeightMatrix& w, const ExpertRows& rows, const 
 size_t splitk_partials_bytes(const DeviceWeights& dw, int64_t rows_bound, int64_t row_space) {
   const auto& cw = static_cast<const CudaWeights&>(dw);
   if (rows_bound <= 0) return 0;
-  const int sms = sm_count(cw.device);
+  const int sms = multiprocessor_count(cw.device);
   size_t bytes = 0;
   for (const WeightMatrix* w : {&cw.w13, &cw.w2}) {
     const SplitKConfig c = choose_splitk_config({rows_bound, w->num_experts, w->N, w->K, sms});

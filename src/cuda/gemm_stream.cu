@@ -29,6 +29,7 @@
 #include <cstdlib>
 
 #include "cuda/common/check.hpp"
+#include "cuda/common/device.hpp"
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
 #include "cuda/gemm_sm80_core.cuh"
@@ -294,16 +295,10 @@ void log_choice(const char* which, const StreamProblem& pb, const StreamConfig& 
   gemm_log(line);
 }
 
-int sm_count(int device) {
-  int n = 0;
-  FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-  return n;
-}
-
 // Config of one GEMM (token_tiles 0: run the fast path); checks the caller's scratch.
 StreamConfig plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows,
                   const void* scratch, size_t scratch_bytes, bool pairs_needed) {
-  const StreamProblem pb{rows.rows_bound, w.num_experts, w.N, sm_count(cw.device), pairs_needed};
+  const StreamProblem pb{rows.rows_bound, w.num_experts, w.N, multiprocessor_count(cw.device), pairs_needed};
   StreamConfig c = choose_stream_config(pb);
   log_choice(which, pb, c);
   if (!c.token_tiles || !scratch) {

@@ -56,6 +56,12 @@ int compute_capability(int device) {
   return major * 10 + minor;
 }
 
+int multiprocessor_count(int device) {
+  int n = 0;
+  FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  return n;
+}
+
 const char* compiled_archs() { return FP4MOE_CUDA_ARCH_LIST; }
 
 std::string why_no_kernel_image(int device) {

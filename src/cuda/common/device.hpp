@@ -26,6 +26,9 @@ std::string why_no_kernel_image(int device);
 // Compute capability as major * 10 + minor, or -1 when it cannot be read.
 int compute_capability(int device);
 
+// The number of SMs of `device` (throws, FP4MOE_CUDA_CHECK, when it cannot be read).
+int multiprocessor_count(int device);
+
 // The -gencode list this build was compiled with, e.g. "sm_80,sm_90a,sm_100,compute_100".
 const char* compiled_archs();
 

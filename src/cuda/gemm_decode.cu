@@ -1,0 +1,357 @@
+// The grouped GEMMs at decode sizes (at most 16 rows per active expert): the weights
+// streamed through registers, warp by warp (sm_80 and later; the default path's choice for
+// these shapes, FP4MOE_GEMM=decode forces it).
+//
+// Why: at 1-16 rows per expert a GEMM is a stream of FP4 weights, and on the H200 the tiled
+// fast path (gemm_sm80.cu) ran it at ~40% of the HBM rate, limited by instruction issue
+// (ncu, kimi-k2 T = 1: ~153 warp-instructions per 1024 weights, 51% issue slots busy, 7 of
+// 64 warps per SM): each k step spent its instructions on shared-memory staging (cp.async
+// address math, barriers, LDS) besides the decode. Here nothing goes through shared memory:
+//   - a warp owns 32 weight rows (two m16 fragment rows: for GEMM 1 gate and up of 16 i,
+//     one NVFP4 block of h) of one (expert, token tile) and a contiguous K slice; each lane
+//     loads its 16 bytes of the two fragment blocks and its 8 scale bytes of every k-block
+//     straight into registers, kDepth k-blocks ahead (coalesced 512-byte warp loads);
+//   - the tokens are the MMA's N (swap-AB, mma.m16n8k16, 8 or 16 tokens): each lane loads
+//     its B-fragment words straight from the activation rows (L1-resident at decode), one
+//     k-block ahead;
+//   - the weights are decoded to bf16 in registers exactly as in the fast path
+//     (gemm_sm80_core.cuh weight_a_frag: folded block scale, exact);
+//   - a CTA is `splits` warps on the same 32 rows, each on its own K slice, so that small
+//     layers still put enough warps on every SM; the slices' fp32 sums are added through
+//     shared memory by warp 0 in slice order (fixed by the shape: deterministic), which then
+//     runs the fast path's epilogue (bias, activation, bf16 rounding, NVFP4 requantization).
+// Work assignment as in the fast path: blockIdx.x = row pair, blockIdx.y walks the (expert,
+// token tile) slots found by a warp scan over count[]. No atomics.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "cuda/common/check.hpp"
+#include "cuda/common/device.hpp"
+#include "cuda/common/ptx.cuh"
+#include "cuda/gemm_internal.hpp"
+#include "cuda/gemm_sm80_core.cuh"
+
+namespace fp4moe::cuda {
+
+DecodeConfig choose_decode_config(const DecodeProblem& p) {
+  DecodeConfig c;
+  if (p.rows_bound <= 0 || p.N <= 0 || p.K <= 0) {
+    c.why = "no work";
+    return c;
+  }
+  const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
+  const int64_t per_expert = (p.rows_bound + active - 1) / active;  // rows per active expert if spread evenly
+  if (per_expert > kDecodeMaxTokenTile) {
+    c.why = "more than " + std::to_string(kDecodeMaxTokenTile) + " rows per active expert: the tiled paths reuse weights";
+    return c;
+  }
+  c.use = true;
+  c.token_tile = per_expert <= 8 ? 8 : 16;
+  c.grid_x = (p.N / kFragRows + 1) / 2;
+  // sum_e ceil(count_e / tile) <= rows_bound / tile + E, and <= rows_bound (a tile has a row).
+  c.tiles = std::min<int64_t>((p.rows_bound + c.token_tile - 1) / c.token_tile + p.num_experts, p.rows_bound);
+  c.grid_y = std::min<int64_t>(c.tiles, 65535);
+  // Split K until the warps with work (about one slot per active expert) fill the SMs'
+  // resident-warp budget, keeping at least kDecodeMinKbPerSplit k-blocks per slice.
+  const int kb_total = (p.K + kFragK - 1) / kFragK;
+  const int64_t units = c.grid_x * std::min<int64_t>(c.tiles, active);
+  const int64_t want = int64_t(std::max(1, p.num_sms)) * kDecodeWarpsPerSm;
+  int splits = int(std::clamp<int64_t>(want / std::max<int64_t>(units, 1), 1, kDecodeMaxSplits));
+  splits = std::min(splits, std::max(1, kb_total / kDecodeMinKbPerSplit));
+  c.kb_per_split = (kb_total + splits - 1) / splits;
+  c.splits = (kb_total + c.kb_per_split - 1) / c.kb_per_split;
+  c.why = "decode: " + std::to_string(per_expert) + " rows per active expert, " + std::to_string(c.token_tile) +
+          "-token tiles, K in " + std::to_string(c.splits) + " slices of " + std::to_string(c.kb_per_split) +
+          " k-blocks";
+  return c;
+}
+
+namespace {
+
+#ifndef FP4MOE_DECODE_DEPTH
+#define FP4MOE_DECODE_DEPTH 2
+#endif
+#ifndef FP4MOE_DECODE_REGS1
+#define FP4MOE_DECODE_REGS1 96
+#endif
+#ifndef FP4MOE_DECODE_REGS2
+#define FP4MOE_DECODE_REGS2 128
+#endif
+constexpr int kDepth = FP4MOE_DECODE_DEPTH;  // k-blocks of weights in flight per warp (even: the B buffers alternate)
+static_assert(kDepth % 2 == 0, "the two B buffers alternate over the pipeline's stages");
+// Register caps: 96 leave 21 warps per SM at 8 tokens, 128 16 warps at 16 tokens.
+template <int NT>
+constexpr int kMaxRegs = NT == 1 ? FP4MOE_DECODE_REGS1 : FP4MOE_DECODE_REGS2;
+
+struct Params {
+  WeightMatrix w;
+  ExpertRows rows;
+  const uint16_t* a_bf16;
+  const uint8_t* a_fp4;
+  const uint8_t* a_scale;
+  const int32_t* a_gather;
+  float a_mult;  // a_dq, times 2^8 for NVFP4 A (decoded as e2m1 * e4m3 * 2^-8, as the fast path)
+  int64_t tiles;
+  int kb_per_split;
+  sm80::Epilogue epi;
+};
+
+// One lane's B fragments of one k-block: b[nt][2kk], b[nt][2kk+1] are the mma's b0, b1 of
+// k-step kk for token nt * 8 + g (k = 16kk + 2t + {0, 1} and + 8).
+template <int NT>
+struct BFrag {
+  uint32_t b[NT][8];
+};
+
+// bf16 A: 8 words per token from row `row` (k-block kb). TAIL: the k-block K ends in; its
+// k-steps at or past K read as zeros (K % 16 == 0).
+template <int NT, bool TAIL>
+__device__ __forceinline__ void load_b_bf16(BFrag<NT>& f, const uint32_t* const (&row)[NT], int kb, int K) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t* src = row[nt] + kb * (kFragK / 2) + kk * 8 + h * 4;  // words of two bf16
+        f.b[nt][2 * kk + h] = (!TAIL || kb * kFragK + kk * 16 < K) ? __ldg(src) : 0u;
+      }
+}
+
+// NVFP4 A: per token the k-block's 32 data bytes (8 per k-step: the lane's b0 byte is byte t
+// of the first 4, its b1 byte byte t of the last 4) and its 4 scale bytes, decoded to bf16
+// e2m1 * e4m3 * 2^-8 (as the fast path decodes its A tiles: exact).
+template <int NT, bool TAIL>
+__device__ __forceinline__ void load_b_fp4(BFrag<NT>& f, const uint8_t* const (&data)[NT],
+                                           const uint8_t* const (&scale)[NT], int kb, int K, int t) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const bool valid = !TAIL || kb * kFragK + kk * 16 < K;
+      const uint2 v = valid ? __ldg(reinterpret_cast<const uint2*>(data[nt] + kb * (kFragK / 2) + kk * 8))
+                            : make_uint2(0u, 0u);
+      const uint32_t sc = sm80::e4m3_scale_bf16x2(valid ? __ldg(scale[nt] + kb * (kFragK / 16) + kk) : 0u);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t x = __byte_perm(h ? v.y : v.x, 0u, uint32_t(t) | 0x4440u);
+        f.b[nt][2 * kk + h] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2((x << 12) | (x << 24)), sc);
+      }
+    }
+}
+
+template <int NT, bool A_FP4, bool MX, bool GEMM1>
+__global__ void __launch_bounds__(kDecodeMaxSplits * 32) __maxnreg__(kMaxRegs<NT>) decode_grouped_gemm(const Params p) {
+  constexpr int kTok = 8 * NT;
+  constexpr int kAccPerLane = 2 * NT * 4;
+  __shared__ int s_expert, s_tile;
+  __shared__ int64_t s_arow[kTok];  // A row of token j, -1 past the expert's rows
+  __shared__ int64_t s_orow[kTok];  // output row of token j, -1 past the expert's rows
+  // slices 1.. for warp 0 to add: [slice - 1][kAccPerLane][32 lanes] (dynamic: none when one slice)
+  extern __shared__ float s_part[];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const WeightMatrix& w = p.w;
+  const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
+  const int nb = 2 * blockIdx.x;  // the CTA's fragment rows nb, nb + 1
+  const bool row_ok[2] = {nb < NB, nb + 1 < NB};
+  const int sb = frag_scale_bytes(MX ? 32 : 16);
+  const int kb0 = warp * p.kb_per_split, kb1 = min(KB, kb0 + p.kb_per_split);
+
+  for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
+    const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,
+                                         &s_expert, &s_tile, s_arow, s_orow);
+    if (e < 0) return;  // past the real work; later slots are too
+
+    // The lane's sources: per fragment row its 16 bytes of every k-block and its 8 (NVFP4) or
+    // 4 (MX) scale bytes (rows g, g+8); per token its activation row, or token 0's row past the
+    // expert's rows (a tile has at least one row; those columns are computed, never written).
+    const uint4* wsrc[2];
+    const uint8_t* ssrc[2];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      const int64_t blk = (int64_t(e) * NB + min(nb + mt, NB - 1)) * KB;
+      wsrc[mt] = reinterpret_cast<const uint4*>(w.q + blk * kFragWords) + lane;
+      ssrc[mt] = w.scale + blk * sb + g * (sb / 8);
+    }
+    const uint32_t* brow[NT];
+    const uint8_t* bdata[NT];
+    const uint8_t* bscale[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int64_t r0 = s_arow[nt * 8 + g];
+      const int64_t r = r0 >= 0 ? r0 : s_arow[0];
+      if constexpr (A_FP4) {
+        bdata[nt] = p.a_fp4 + r * (K / 2);
+        bscale[nt] = p.a_scale + r * (K / 16);
+      } else {
+        brow[nt] = reinterpret_cast<const uint32_t*>(p.a_bf16 + r * K) + t;
+      }
+    }
+    // Full k-blocks load unchecked; the one K ends in (K % 64 != 0) zeroes past K.
+    const int kb_full = K / kFragK;
+    auto load_b = [&](BFrag<NT>& f, int kb) {
+      if (kb < kb_full) {
+        if constexpr (A_FP4) load_b_fp4<NT, false>(f, bdata, bscale, kb, K, t);
+        else load_b_bf16<NT, false>(f, brow, kb, K);
+      } else {
+        if constexpr (A_FP4) load_b_fp4<NT, true>(f, bdata, bscale, kb, K, t);
+        else load_b_bf16<NT, true>(f, brow, kb, K);
+      }
+    };
+    // Weights of fragment rows past N are zeros (their outputs are not written).
+    auto load_w = [&](uint4 (&wq)[2], uint2 (&ws)[2], int kb) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        wq[mt] = row_ok[mt] ? __ldcs(wsrc[mt] + kb * (kFragWords / 4)) : make_uint4(0u, 0u, 0u, 0u);
+        const uint8_t* s = ssrc[mt] + kb * sb;
+        ws[mt] = !row_ok[mt] ? make_uint2(0u, 0u)
+                 : MX        ? make_uint2(__ldcs(reinterpret_cast<const uint32_t*>(s)), 0u)
+                             : __ldcs(reinterpret_cast<const uint2*>(s));
+      }
+    };
+
+    float acc[2][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[mt][nt][c] = 0.0f;
+
+    // Register pipeline: stage d holds k-block kb0 + d (mod kDepth); B alternates two buffers.
+    uint4 wq[kDepth][2];
+    uint2 ws[kDepth][2];
+    BFrag<NT> bf[2];
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d)
+      if (kb0 + d < kb1) load_w(wq[d], ws[d], kb0 + d);
+    if (kb0 < kb1) load_b(bf[0], kb0);
+    for (int kb = kb0; kb < kb1; kb += kDepth) {
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        const int k = kb + d;
+        if (k >= kb1) break;
+        if (k + 1 < kb1) load_b(bf[(d + 1) % 2], k + 1);
+        const BFrag<NT>& b = bf[d % 2];
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            uint32_t a[4];
+            sm80::weight_a_frag(a, wq[d][mt], ws[d][mt], kk, MX);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, b.b[nt][2 * kk], b.b[nt][2 * kk + 1]);
+          }
+        if (k + kDepth < kb1) load_w(wq[d], ws[d], k + kDepth);
+      }
+    }
+
+    // ---- the slices' sums, added by warp 0 in slice order; then its epilogue ----
+    if (warp > 0) {
+      int i = 0;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s_part[((warp - 1) * kAccPerLane + i++) * 32 + lane] = acc[mt][nt][c];
+    }
+    __syncthreads();
+    if (warp == 0 && nb < NB) {
+      for (int s = 1; s < int(blockDim.x / 32); ++s) {
+        int i = 0;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[mt][nt][c] += s_part[((s - 1) * kAccPerLane + i++) * 32 + lane];
+      }
+      const float mult = w.epi[e] * p.a_mult;
+      auto out_row = [&](int nt, int c) { return s_orow[nt * 8 + 2 * t + c]; };
+      if constexpr (GEMM1) sm80::epilogue_gemm1<NT>(p.epi, w, e, nb, g, mult, acc, out_row);
+      else sm80::epilogue_gemm2<NT>(p.epi, w, e, nb, g, mult, acc, out_row);
+    }
+    __syncthreads();  // the row tables and s_part are reused by the next slot
+  }
+}
+
+std::atomic<int64_t> g_launches{0};
+
+// The listed instantiations: token tile {8, 16} x {bf16 A with NVFP4 or MXFP4 weights, NVFP4
+// A with NVFP4 weights} x {GEMM 1, GEMM 2}.
+template <bool A_FP4, bool MX, bool GEMM1>
+void launch(const DecodeConfig& c, const Params& p, cudaStream_t stream) {
+  static_assert(!(A_FP4 && MX), "NVFP4 activations come with NVFP4 weights only");
+  const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y)), block(unsigned(32 * c.splits));
+  // the slices' partial sums: (splits - 1) x 2 m-tiles x NT x 4 floats per lane
+  const size_t smem = size_t(c.splits - 1) * (c.token_tile / 8) * 8 * 32 * sizeof(float);
+  if (c.token_tile == 8) decode_grouped_gemm<1, A_FP4, MX, GEMM1><<<grid, block, smem, stream>>>(p);
+  else decode_grouped_gemm<2, A_FP4, MX, GEMM1><<<grid, block, smem, stream>>>(p);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+  g_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+// FP4MOE_LOG=1: each config once per shape.
+void log_choice(const char* which, const DecodeProblem& pb, const DecodeConfig& c) {
+  if (!gemm_log_on()) return;
+  char line[512];
+  std::snprintf(line, sizeof line, "%s decode rows_bound=%lld E=%lld N=%d K=%d -> %s (%s)", which,
+                (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K,
+                c.use ? "register-streamed kernel" : "declined", c.why.c_str());
+  gemm_log(line);
+}
+
+DecodeConfig plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows) {
+  const DecodeProblem pb{rows.rows_bound, w.num_experts, w.N, w.K, multiprocessor_count(cw.device)};
+  const DecodeConfig c = choose_decode_config(pb);
+  log_choice(which, pb, c);
+  return c;
+}
+
+Params base_params(const DecodeConfig& c, const WeightMatrix& w, const ExpertRows& rows, const uint16_t* a_bf16,
+                   const uint8_t* a_fp4, const uint8_t* a_scale, float a_dq) {
+  Params p{};
+  p.w = w;
+  p.rows = rows;
+  p.a_bf16 = a_bf16;
+  p.a_fp4 = a_fp4;
+  p.a_scale = a_scale;
+  p.a_mult = a_fp4 ? a_dq * exp2i(kNvfp4Fold) : a_dq;
+  p.tiles = c.tiles;
+  p.kb_per_split = c.kb_per_split;
+  return p;
+}
+
+}  // namespace
+
+int64_t decode_launches() { return g_launches.load(std::memory_order_relaxed); }
+
+bool decode_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
+  const DecodeConfig c = plan("gemm1", cw, cw.w13, a.rows);
+  if (!c.use) return false;
+  Params p = base_params(c, cw.w13, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq);
+  p.a_gather = a.a_gather;
+  p.epi = sm80::gemm1_epilogue(cw.desc, a);
+  if (a.a_fp4) launch<true, false, true>(c, p, stream);
+  else if (cw.w13.block == 32) launch<false, true, true>(c, p, stream);
+  else launch<false, false, true>(c, p, stream);
+  return true;
+}
+
+bool decode_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) {
+  const DecodeConfig c = plan("gemm2", cw, cw.w2, a.rows);
+  if (!c.use) return false;
+  Params p = base_params(c, cw.w2, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq);
+  p.epi.y = a.y;
+  if (a.a_fp4) launch<true, false, false>(c, p, stream);
+  else if (cw.w2.block == 32) launch<false, true, false>(c, p, stream);
+  else launch<false, false, false>(c, p, stream);
+  return true;
+}
+
+}  // namespace fp4moe::cuda
