@@ -569,6 +569,15 @@ std::vector<Spec> specs() {
   // 64-k block holds 16); an expert of 130 rows leaves a last tile of 2.
   v.push_back({"large_nvfp4_odd", 336, 80, 2, WeightFormat::nvfp4, false, Activation::silu, false, {130, 77}, false,
                25, false, true});
+  // The wgmma kernels' other two (tile, format) pairs. 64-token tiles with NVFP4 (150 rows per
+  // expert): K = 464 and 144 leave 16 k in the last 64-k block, N = 288 and 464 (18 and 29
+  // fragment rows) a partial 256-row tile, the latter with an odd last warp.
+  v.push_back({"large_nvfp4_tile64", 464, 144, 3, WeightFormat::nvfp4, false, Activation::silu, false,
+               {150, 160, 140}, false, 28, false, true});
+  // 128-token tiles with MXFP4 (230 rows per expert): K = 352 and 160 leave 32 k in the last
+  // block; N = 320 and 352 (20 and 22 fragment rows).
+  v.push_back({"large_mxfp4_tile128", 352, 160, 2, WeightFormat::mxfp4, false, Activation::swiglu_oai, true,
+               {200, 260}, false, 29, false, true});
   // W4A4 at prefill size: the sm90 path stages A, h through bf16 (A rows through the gather).
   v.push_back({"large_w4a4", 256, 96, 2, WeightFormat::nvfp4, true, Activation::silu, false, {100, 70}, false, 26,
                false, true});
