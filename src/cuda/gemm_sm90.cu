@@ -7,32 +7,25 @@
 //
 // Swap-AB as in the fast path: weight rows are the MMA's M, tokens its N.
 //   - CTA = 2 warpgroups (256 threads) = 256 weight rows (16 fragment rows) x kTok tokens
-//     (kTok = 64 or 128, the wgmma N) of one expert. Warp wl of warpgroup wg owns fragment
-//     rows fb = wg*8 + 2*wl (m-tile 0) and fb + 1 (m-tile 1): the wgmma D fragment then puts
-//     them in its accumulators acc[mt][nt][c] in the fast path's layout (gate and up of 16 i
-//     for GEMM 1), so the shared epilogues run unchanged with NT = kTok / 8.
-//   - Both operands from shared memory (the SS form). Per 64-wide k-block all 256 threads
-//     decode the stage's FP4 fragment blocks (the fast path's frag_decode_word and folded
-//     scale multiply, exact) into a bf16 A tile [256 rows][64 k] in the 128-byte swizzle that
-//     the wgmma descriptor names; each warpgroup then issues its 2 m-tiles x 4 k-steps = 8
-//     wgmma as ONE commit group and waits only for the group before it (wait_group 1).
-//     Why not A from registers (the RS form, what this kernel did first): the decoded A of a
-//     wgmma must sit in registers until it completes, so only about one k16 wgmma (~64-128
-//     tensor cycles) could be queued per warpgroup while the next fragment was decoded; the
-//     decode's latency was exposed (measured on the H200: 28-35% of the bf16 peak, 5.9 cycles
-//     per issued instruction). Here a whole k-block of MMAs (8 per warpgroup) runs while the
-//     CTA decodes the next k-block into the other of two A tiles, and the accumulators are
-//     the only registers wgmma holds.
-//   - The decode writes whole 16-byte chunks: a thread takes the words of one k-step pair from
-//     the 4 lanes (t = 0..3) of one row pair (g, g+8), which hold complete 8-k chunks of both
-//     rows (see the kernel for the mapping and why it is bank-conflict free).
-//   - B (activations): bf16 [tok][64 k] per k-block, 128-byte swizzle (the fast path's A-tile
-//     XOR swizzle), rows gathered through a_gather with cp.async.
-//   - Pipeline: kStages stages of {B tile, 16 fragment blocks, their scales} (25 KiB per stage
-//     at 128 tokens, 17 KiB at 64), filled by all threads with cp.async kStages - 2 k-blocks
-//     ahead (a stage is read by the wgmma group of its k-block until one k-block later), plus
-//     the two 32 KiB A tiles: one CTA per SM (6 stages at 128 tokens, 9 at 64: 215 and 218
-//     KiB). Each thread's cp.async sources are computed once per slot (per-k-block strides).
+//     (kTok = 64 or 128, the wgmma N) of one expert.
+//   - A (weights) from registers. Per k-step, warp wl of warpgroup wg decodes two fragment
+//     blocks with the fast path's load_weight_frag / weight_a_frag (the mma.m16n8k16 A
+//     fragment is the wgmma A fragment of the warp's 16 rows, ptx_sm90.cuh), and the
+//     warpgroup issues two m64nNk16 wgmma: m-tile mt takes fragment row wg*8 + 2*wl + mt from
+//     warp wl. So each warp owns two consecutive fragment rows (gate and up of 16 i for
+//     GEMM 1) and its accumulators acc[mt][nt][c] have the fast path's layout: the shared
+//     epilogues run unchanged with NT = kTok / 8.
+//   - B (activations) from shared memory: bf16 [tok][64 k] per k-block, 128-byte swizzle
+//     (the fast path's A-tile XOR swizzle, which is the layout the wgmma descriptor names),
+//     rows gathered through a_gather with cp.async.
+//   - Pipeline: kStages = 5 stages of {B tile, 16 fragment blocks, their scales} in dynamic
+//     shared memory (17 KiB per stage at 64 tokens, 25 KiB at 128), filled by all threads
+//     with cp.async, 3 k-blocks ahead: one stage more is still read by the wgmma in flight.
+//   - Each wgmma is its own commit group, waited for (wait_group 1) right after the next one
+//     is issued: the decode of one A fragment overlaps the MMA of the previous one, and only
+//     two A fragments (8 registers) are live. That keeps the 128-token kernel at 168
+//     registers (128 of them accumulators) without ptxas serializing the wgmma; the 64-token
+//     kernel fits 128 registers, two CTAs per SM.
 // W4A4 (NVFP4 activations in, NVFP4 h out) is staged through bf16 (gemm_internal.hpp,
 // nvfp4_staging.cu): NVFP4 A is dequantized exactly into the scratch, these kernels run on it
 // as on bf16 A, and GEMM 1's bf16 h is requantized as the fast path's epilogue would. Without
@@ -102,53 +95,32 @@ namespace {
 constexpr int kWarpgroups = 2;
 constexpr int kThreads = kWarpgroups * 128;
 constexpr int kBlocksPerCta = kSm90RowTile / kFragRows;  // 16 fragment rows
-constexpr int kMTileRows = 64;                           // the wgmma M
-constexpr int kMTileBytes = kMTileRows * kFragK * 2;     // bf16 [64 rows][64 k]: 8 KiB
-constexpr int kATileBytes = kSm90RowTile * kFragK * 2;   // bf16 [256 rows][64 k]: 32 KiB, 4 m-tiles
-constexpr int kSwizzleAtom = 1024;                       // 8 rows of 128 B: where the 128-byte swizzle repeats
-constexpr int kSmemPerCta = 227 * 1024;                  // the most one CTA may opt in to (H100/H200)
-constexpr int kSmemPerSm = 228 * 1024;                   // H100/H200 shared memory per SM
+constexpr int kStages = 5;
+constexpr int kSmemPerSm = 228 * 1024;   // H100/H200 shared memory per SM (1 KiB of it reserved per CTA)
+constexpr int kSmemPerCta = 227 * 1024;  // the most one CTA may opt in to
 
-// Dynamic shared memory, from its first 1024-byte boundary:
-//   [A tile 0][A tile 1][stage 0] ... [stage kStages-1]
-// A tile: bf16 [4 m-tiles][64 rows][64 k], K-major, 128-byte swizzle; m-tile wg * 2 + mt, row
-//   16 * wl + r holds row r of fragment row wg * 8 + 2 * wl + mt (the rows whose D warp wl of
-//   warpgroup wg holds, see the kernel).
-// Stage: [B tile][16 fragment blocks][their scales]
-//   B tile: bf16 [kTok][64 k], K-major, 128-byte swizzle (16-byte chunk ch of token j at chunk ch ^ j % 8)
-//   block b (512 B): the 16-byte lane slots of gemm_internal.hpp's [lane 32][kk 4] words
-//     transposed to [t 4][g 8] (slot of lane 4g + t at (8t + g) * 16), so the decode's reads
-//     of one t from 8 g and two k-step pairs are conflict-free
-//   scales: block b at b * 64, as gemm_internal.hpp lays them out ([g 8][c][half 2])
+// One pipeline stage: [B tile][16 fragment blocks][their scales].
 template <int NT>
 struct Tile {
   static constexpr int kTok = 8 * NT;                             // tokens per CTA = the wgmma N
-  static constexpr int kBBytes = kTok * 128;
+  static constexpr int kBBytes = kTok * 128;                      // bf16 [tok][64 k], 128-byte swizzle
   static constexpr int kWBytes = kBlocksPerCta * kFragWords * 4;  // 8 KiB
   static constexpr int kSBytes = kBlocksPerCta * 64;              // room for NVFP4's 64 B per block
   static constexpr int kStageBytes = kBBytes + kWBytes + kSBytes;
+  static constexpr int kPrefetch = kStages - 2;  // k-blocks loaded ahead; one more stage is read by the wgmma in flight
+  static constexpr int kSmem = kStages * kStageBytes + 1024;      // + slack to align the base to 1024
   static constexpr int kStaticSmem = 2 * kTok * 8 + 16;           // row tables, expert and tile
-  // One CTA per SM (two A tiles and a pipeline deep enough to hide the loads do not fit twice
-  // in 228 KiB), so the stages take all the shared memory the A tiles leave: 6 at 128 tokens,
-  // 9 at 64.
-  static constexpr int kStages = (kSmemPerCta - kStaticSmem - kSwizzleAtom - 2 * kATileBytes) / kStageBytes;
-  // k-blocks loaded ahead. A stage is free again two k-blocks after its own: k-block kb's
-  // wgmma group is waited for in iteration kb + 1 (see the main loop).
-  static constexpr int kPrefetch = kStages - 2;
-  static constexpr int kSmem = kSwizzleAtom + 2 * kATileBytes + kStages * kStageBytes;  // + slack to align the base
-  static_assert(kStageBytes % kSwizzleAtom == 0 && kATileBytes % kSwizzleAtom == 0 && kMTileBytes % kSwizzleAtom == 0,
-                "every A m-tile and B tile must start 1024-byte aligned: the 128-byte swizzle repeats every 8 rows");
+  static constexpr int kCtasPerSm = NT == 8 ? 2 : 1;              // what the registers allow (acc: 2 x kTok/2)
+  static constexpr int kMaxRegs = NT == 8 ? 128 : 168;            // 2 CTAs; 1 CTA (168: room for a 3rd warpgroup)
+  static_assert(kStageBytes % 1024 == 0,
+                "every stage's B tile must start 1024-byte aligned: the 128-byte swizzle repeats every 8 rows");
   static_assert(kSmem + kStaticSmem <= kSmemPerCta, "one CTA's shared memory must fit the opt-in limit");
+  static_assert(kCtasPerSm * (kSmem + kStaticSmem + 1024) <= kSmemPerSm,
+                "kCtasPerSm CTAs must fit in one SM's shared memory");
   static_assert((kTok * 8) % kThreads == 0, "the B tile's 16-byte chunks must divide evenly over the threads");
-  static_assert((kBlocksPerCta * 32) % kThreads == 0, "the weight chunks must divide evenly over the threads");
-  static_assert(kBlocksPerCta * 64 / 16 <= kThreads, "one thread per 16-byte scale chunk");
   static_assert(kTok <= kThreads, "one thread per token row fills the row tables");
-  static_assert(kPrefetch >= 3, "keep at least three k-blocks of loads in flight");
-  static_assert(2 * (2 * kATileBytes + (3 + 2) * kStageBytes) > kSmemPerSm,
-                "one CTA per SM is a choice only while two CTAs with three k-blocks in flight do not fit");
+  static_assert(kPrefetch >= 2, "keep at least two k-blocks of loads in flight");
 };
-// The decode gives each thread one fragment row, row pair (g, g + 8) and k-step pair.
-static_assert(kBlocksPerCta * 8 * 2 == kThreads, "one thread per (fragment row, g, k-step pair)");
 
 struct Params {
   WeightMatrix w;
@@ -161,138 +133,71 @@ struct Params {
 };
 
 template <int NT, bool GEMM1>
-__global__ void __launch_bounds__(kThreads, 1) sm90_grouped_gemm(const Params p) {
+__global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90_grouped_gemm(const Params p) {
 #if defined(FP4MOE_SM90A)
   using T = Tile<NT>;
   constexpr int kTok = T::kTok;
-  constexpr int kStages = T::kStages, kPrefetch = T::kPrefetch;
   extern __shared__ uint8_t smem_raw[];
   __shared__ int s_expert, s_tile;
   __shared__ int64_t s_arow[kTok];  // A row of token j, -1 past the expert's rows
   __shared__ int64_t s_orow[kTok];  // output row of token j, -1 past the expert's rows
 
+  // Stages from the first 1024-byte boundary of the dynamic shared memory.
   const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
-  const uint32_t pad = (kSwizzleAtom - (raw % kSwizzleAtom)) % kSwizzleAtom;
-  uint8_t* const a_tiles = smem_raw + pad;
-  uint8_t* const stages = a_tiles + 2 * kATileBytes;
+  const uint32_t pad = (1024u - (raw & 1023u)) & 1023u;
+  uint8_t* smem = smem_raw + pad;
+  const uint32_t smem_addr = raw + pad;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int t = lane % 4;
-  const int g = lane / 4;
-  // The warpgroup through a shuffle: the compiler then knows it is warp-uniform and keeps the
-  // wgmma descriptors built from it in uniform registers.
-  const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4, 0), wl = warp % 4;
+  const int g = lane / 4, t = lane % 4;
+  const int wg = warp / 4, wl = warp % 4;
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   const int nb0 = blockIdx.x * kBlocksPerCta;
   const int fb = wg * 8 + 2 * wl;  // the warp's fragment rows in the CTA: fb (m-tile 0), fb + 1 (m-tile 1)
+  const bool row_ok[2] = {nb0 + fb < NB, nb0 + fb + 1 < NB};  // fragment rows past N: zero weights
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
 
-  // ---- decode role: what this thread turns from e2m1 into the A tile, per k-block ----
-  // Lanes 0-15 decode the warp's fragment row fb, lanes 16-31 fb + 1 (the rows its own
-  // m-tiles read); lane dg + 8 dh does rows dg and dg + 8, k-steps 2dh and 2dh + 1, i.e. the
-  // words (k-steps 2dh, 2dh + 1) of the four lane slots 4dg + t, t = 0..3, which together
-  // hold whole 16-byte chunks 4dh..4dh+3 of both rows: eight 16-byte stores per k-block.
-  // Reads: per t, 16 lanes read 8 bytes each of one contiguous 128 B ([t][g] slots), no
-  // conflict; stores: the 8 lanes of one store phase (dg = 0..7) hit chunks c ^ dg, 8 different
-  // bank groups.
-  const int dmt = lane / 16, dg = lane % 8, dh = (lane / 8) % 2;
-  const bool d_ok = nb0 + fb + dmt < NB;  // fragment rows past N: zero weights (the stage holds stale bytes there)
-  const int d_frag = T::kBBytes + (fb + dmt) * (kFragWords * 4) + dg * 16 + dh * 8;  // + t * 128 for lane slot 4dg + t
-  // The scale bytes of rows dg, dg + 8 of k-steps 2dh, 2dh + 1 in one aligned word: NVFP4
-  // [c 4][half 2] from c = 2dh (bytes 2i + half for k-step 2dh + i); MX [c 2][half 2] from
-  // c = 0 (column dh at bytes 2dh + half for both k-steps).
-  const int d_scale = T::kBBytes + T::kWBytes + (fb + dmt) * 64 + dg * (sb / 8) + (mx ? 0 : 4 * dh);
-  const int d_sbyte[2] = {mx ? 2 * dh : 0, mx ? 2 * dh : 2};  // row dg's byte for k-step 2dh + i
-  // Row dg of the A tile place of fragment row fb + dmt (row dg + 8 is 8 rows = 1024 B on);
-  // chunk 4dh + j sits at chunk (4dh + j) ^ dg = d_x ^ j.
-  const int d_row = (wg * 2 + dmt) * kMTileBytes + (16 * wl + dg) * 128;
-  const int d_x = (4 * dh) ^ dg;
-
-  auto decode = [&](const uint8_t* st, uint8_t* a_tile) {
-    uint2 q[4];  // [t]: words of k-steps 2dh (x), 2dh + 1 (y) of lane slot 4dg + t
-    uint32_t sw = 0u;
-#pragma unroll
-    for (int tt = 0; tt < 4; ++tt)
-      q[tt] = d_ok ? *reinterpret_cast<const uint2*>(st + d_frag + tt * 128) : make_uint2(0u, 0u);
-    if (d_ok) sw = *reinterpret_cast<const uint32_t*>(st + d_scale);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {  // k-step 2dh + i: chunks 4dh + 2i (k 0-7 of it), 4dh + 2i + 1 (k 8-15)
-      const uint32_t s_g = sm80::scale_pair_bf16x2(sw, d_sbyte[i], mx);
-      const uint32_t s_g8 = sm80::scale_pair_bf16x2(sw, d_sbyte[i] + 1, mx);
-      uint32_t v[4][4];  // [t][j]: weight_a_frag's a_j of lane slot 4dg + t
-#pragma unroll
-      for (int tt = 0; tt < 4; ++tt) frag_decode_word(i == 0 ? q[tt].x : q[tt].y, v[tt]);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {  // a_j: row dg (j even) or dg + 8, k 2t.. (j < 2) or 8 + 2t..
-        const uint32_t s = j % 2 == 0 ? s_g : s_g8;
-        const uint4 chunk = make_uint4(ptx::mul_bf16x2(v[0][j], s), ptx::mul_bf16x2(v[1][j], s),
-                                       ptx::mul_bf16x2(v[2][j], s), ptx::mul_bf16x2(v[3][j], s));
-        *reinterpret_cast<uint4*>(a_tile + d_row + (j % 2) * kSwizzleAtom + (d_x ^ (2 * i + j / 2)) * 16) = chunk;
-      }
-    }
-  };
-
-  // wgmma descriptors: A m-tile wg * 2 + mt of A tile 0, B tile of stage 0. The start address
-  // field (bits 0-13, address >> 4) never carries into the next field (shared addresses
-  // < 2^18), so other tiles, stages and k-steps add (byte offset >> 4) to the descriptor.
-  const uint32_t a_tiles_addr = raw + pad;
-  const uint64_t desc_a = ptx::wgmma_desc_kmajor_sw128(a_tiles_addr + uint32_t(wg * 2 * kMTileBytes));
-  const uint64_t desc_b = ptx::wgmma_desc_kmajor_sw128(a_tiles_addr + uint32_t(2 * kATileBytes));
-
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
-    const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,
-                                         &s_expert, &s_tile, s_arow, s_orow);
+    // ---- which (expert, token tile) is this slot: warp 0 scans count[] ----
+    // (sm80::enter_slot's steps, written out: through the call the 128-token kernel, which
+    // sits at its 168-register cap, spills a few registers)
+    if (warp == 0) sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, lane, &s_expert, &s_tile);
+    __syncthreads();
+    const int e = s_expert;
     if (e < 0) return;  // past the real work; later slots are too
+    if (threadIdx.x < kTok)
+      sm80::fill_row_tables<kTok>(e, s_tile, p.rows.begin, p.rows.count, p.a_gather, s_arow, s_orow);
+    __syncthreads();
 
-    // ---- the loads: each thread's cp.async sources are fixed for the slot up to a per-k-block
-    // stride, so they are computed here once ----
-    // B: chunk cb (k 8cb..8cb+7, + 64 kb) of tokens jb + 32i; zeros past the expert's rows and past K.
-    constexpr int kBChunks = kTok * 8 / kThreads;
-    const int jb = threadIdx.x / 8, cb = threadIdx.x % 8;
-    const int b_dst = jb * 128 + sm80::a_bf16_swizzle(jb, cb);  // (jb + 32i) % 8 = jb % 8: + i * 32 * 128
-    // b_src[i]: the chunk of k-block 0 of token jb + 32i's row (row 0's past the expert's rows,
-    // so that every source address is in bounds; bit i of b_rows says whether it is real).
-    const uint8_t* b_src[kBChunks];
-    uint32_t b_rows = 0;
-#pragma unroll
-    for (int i = 0; i < kBChunks; ++i) {
-      const int64_t row = s_arow[jb + 32 * i];
-      b_src[i] = reinterpret_cast<const uint8_t*>(p.a_bf16 + max(row, int64_t(0)) * K + cb * 8);
-      b_rows |= row >= 0 ? 1u << i : 0u;
-    }
-    // Weights: lane slot c % 32 of fragment row c / 32, c = threadIdx.x + i * kThreads, as a
-    // byte offset in the expert's blocks (+ 512 kb), ~0u past N.
-    constexpr int kWChunks = kBlocksPerCta * 32 / kThreads;
-    const uint8_t* expert_q = reinterpret_cast<const uint8_t*>(w.q) + int64_t(e) * NB * KB * (kFragWords * 4);
-    uint32_t w_src[kWChunks];
-    int w_dst[kWChunks];
-#pragma unroll
-    for (int i = 0; i < kWChunks; ++i) {
-      const int c = threadIdx.x + i * kThreads, b = c / 32, slot_l = c % 32;
-      w_src[i] = nb0 + b < NB ? uint32_t(nb0 + b) * uint32_t(KB) * uint32_t(kFragWords * 4) + uint32_t(slot_l) * 16u
-                              : ~0u;
-      w_dst[i] = T::kBBytes + b * (kFragWords * 4) + ((slot_l % 4) * 8 + slot_l / 4) * 16;  // [t][g]
-    }
-    // Scales: 16-byte part s_part of fragment row s_b's scales (+ sb kb), the first 16 * sb / 16 threads.
-    const int s_b = threadIdx.x / (sb / 16), s_part = threadIdx.x % (sb / 16);
-    const bool s_on = s_b < kBlocksPerCta && nb0 + s_b < NB;
-    const uint8_t* s_src = w.scale + ((int64_t(e) * NB + nb0 + s_b) * KB) * sb + s_part * 16;
-    const int s_dst = T::kBBytes + T::kWBytes + s_b * 64 + s_part * 16;
-
+    // ---- stage `stage` <- k-block kb: B tile, 16 fragment blocks, their scales ----
+    // Each thread copies the same places of every stage: B chunk cb of tokens jb + 32i, the
+    // 16 bytes of lane `lane` of fragment blocks wb + 8i, and scale chunk `threadIdx.x` (if any).
+    const int jb = threadIdx.x / 8, cb = threadIdx.x % 8, wb = warp;
+    // B chunk ch (k 8ch..8ch+7) of token j sits at j * 128 + (ch ^ j % 8) * 16; (jb + 32i) % 8 = jb % 8.
+    const int b_dst = jb * 128 + sm80::a_bf16_swizzle(jb, cb);
+    const int sc_b = threadIdx.x / (sb / 16), sc_part = threadIdx.x % (sb / 16);  // scale block, 16-byte part
+    const bool sc_copy = int(threadIdx.x) < kBlocksPerCta * sb / 16 && nb0 + sc_b < NB;
     auto load_stage = [&](int stage, int kb) {
-      uint8_t* st = stages + stage * T::kStageBytes;
-      // Past K: k-block 0's chunk as the (unread) source, zeros written.
-      const bool k_ok = kb * kFragK + cb * 8 < K;
-      const int b_off = k_ok ? kb * (kFragK * 2) : 0;
+      uint8_t* st = smem + stage * T::kStageBytes;
+      const int k = kb * kFragK + cb * 8;
 #pragma unroll
-      for (int i = 0; i < kBChunks; ++i)
-        ptx::cp_async_16(st + b_dst + i * 32 * 128, b_src[i] + b_off, k_ok && (b_rows >> i) % 2 != 0);
+      for (int i = 0; i < kTok / 32; ++i) {  // zeros past the expert's rows and past K (weights are 0 there too)
+        const int64_t row = s_arow[jb + 32 * i];
+        const bool valid = row >= 0 && k < K;
+        ptx::cp_async_16(st + b_dst + i * 32 * 128, valid ? p.a_bf16 + row * K + k : p.a_bf16, valid);
+      }
 #pragma unroll
-      for (int i = 0; i < kWChunks; ++i)
-        if (w_src[i] != ~0u) ptx::cp_async_16(st + w_dst[i], expert_q + w_src[i] + kb * (kFragWords * 4), true);
-      if (s_on) ptx::cp_async_16(st + s_dst, s_src + kb * sb, true);
+      for (int i = 0; i < kBlocksPerCta / 8; ++i) {
+        const int nb = nb0 + wb + 8 * i;
+        if (nb < NB)
+          ptx::cp_async_16(st + T::kBBytes + (wb + 8 * i) * (kFragWords * 4) + lane * 16,
+                           w.q + ((int64_t(e) * NB + nb) * KB + kb) * kFragWords + lane * 4, true);
+      }
+      if (sc_copy)
+        ptx::cp_async_16(st + T::kBBytes + T::kWBytes + sc_b * 64 + sc_part * 16,
+                         w.scale + ((int64_t(e) * NB + nb0 + sc_b) * KB + kb) * sb + sc_part * 16, true);
     };
 
     // acc[mt][nt][c]: m-tile mt (fragment row fb + mt), tokens nt*8 + 2t + c%2, rows g (c < 2), g+8
@@ -308,51 +213,60 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_grouped_gemm(const Params p)
         }
 
 #pragma unroll
-    for (int s = 0; s < kPrefetch; ++s) {
+    for (int s = 0; s < T::kPrefetch; ++s) {
       if (s < KB) load_stage(s, s);
       ptx::cp_async_commit_group();
     }
-    // The main loop. Iteration kb, every thread:
-    //   wait for its copies of k-block kb; barrier X_kb; loads of k-block kb + kPrefetch;
-    //   decode stage kb into A tile kb % 2; fence.proxy.async; barrier Y_kb;
-    //   (per warpgroup) 8 wgmma = one group G_kb (A tile kb % 2, B of stage kb); wait_group 1.
-    // So G_kb runs while the CTA decodes k-block kb + 1 into the other A tile. Why no buffer
-    // is rewritten while a wgmma in flight reads it:
-    //  - wait_group 1 in iteration kb returns once G_(kb-1) is complete, so every thread passing
-    //    X_(kb+1) proves G_(kb-1) complete in both warpgroups.
-    //  - A tile kb % 2 is next written by the decode of kb + 2, after X_(kb+2), hence after G_kb
-    //    (its only reader) completed; its writes of kb are fenced to the async proxy and
-    //    barriered (Y_kb) before G_kb is issued.
-    //  - Stage kb % kStages is next filled with k-block kb + kStages = kb + kPrefetch + 2,
-    //    issued after X_(kb+2): G_kb (B tile) complete, the decode of kb (weights, scales)
-    //    behind Y_kb. Its cp.async data of kb landed (each thread's wait) before X_kb, and was
-    //    fenced to the async proxy with the A writes before Y_kb.
-    //  - The accumulators are written by wgmma only until wait_group 0 after the loop.
-    int rd = 0, ld = kPrefetch;  // stages of k-blocks kb and kb + kPrefetch
     for (int kb = 0; kb < KB; ++kb) {
-      // Committed so far: kPrefetch + kb groups, the one of k-block kb the (kb + 1)-th.
-      ptx::cp_async_wait_group<kPrefetch - 1>();
-      __syncthreads();  // X_kb
-      if (kb + kPrefetch < KB) load_stage(ld, kb + kPrefetch);
+      ptx::cp_async_wait_group<T::kPrefetch - 1>();  // this thread's copies of k-block kb have landed
+      ptx::fence_proxy_async_shared();            // ... and are visible to wgmma's async proxy
+      // Stage kb visible to all. Stage kb - 2 is no longer read: every warp passed its last
+      // weight loads of it, and each warpgroup has at most one wgmma group in flight (k-block
+      // kb - 1, k-step 3, m-tile 1), so it may be refilled with k-block kb + kPrefetch.
+      __syncthreads();
+      if (kb + T::kPrefetch < KB) load_stage((kb + T::kPrefetch) % kStages, kb + T::kPrefetch);
       ptx::cp_async_commit_group();
 
-      const int buf = kb % 2;
-      decode(stages + rd * T::kStageBytes, a_tiles + buf * kATileBytes);
-      ptx::fence_proxy_async_shared();  // the A tile's st.shared and the stage's cp.async data -> wgmma
-      __syncthreads();                  // Y_kb
-
-      const uint64_t da = desc_a + uint32_t(buf * kATileBytes) / 16;
-      const uint64_t db = desc_b + uint32_t(rd * T::kStageBytes) / 16;
-      ptx::wgmma_fence();
+      const int stage = kb % kStages;
+      const uint8_t* st = smem + stage * T::kStageBytes;
+      // The warp's two fragment blocks: e2m1 words once per k-block (16 bytes per lane), scale
+      // bytes again at each k-step (fewer live registers; they are 8 bytes per lane).
+      const uint8_t* frag[2];
+      const uint8_t* scales[2];
+      uint4 wq[2];
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)  // k-step kk: bytes 32kk..32kk+31 of every row (the hardware swizzles the full address)
+      for (int mt = 0; mt < 2; ++mt) {
+        frag[mt] = st + T::kBBytes + (fb + mt) * (kFragWords * 4);
+        scales[mt] = st + T::kBBytes + T::kWBytes + (fb + mt) * 64;
+        uint2 unused;
+        wq[mt] = make_uint4(0u, 0u, 0u, 0u);  // past the last fragment row: zero weights, outputs not written
+        if (row_ok[mt]) sm80::load_weight_frag(frag[mt], scales[mt], lane, g, sb, mx, wq[mt], unused);
+      }
+      // k-step kk reads B bytes 32kk..32kk+31 of each token row: start address + 32kk (the
+      // hardware applies the swizzle to the full address, so the offset stays inside the row).
+      const uint64_t desc = ptx::wgmma_desc_kmajor_sw128(smem_addr + uint32_t(stage * T::kStageBytes));
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-          ptx::wgmma_m64k16_bf16_ss<NT>(acc[mt], da + (mt * kMTileBytes + 32 * kk) / 16, db + (32 * kk) / 16);
-      ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<1>();  // G_(kb-1) is done
-      rd = rd + 1 == kStages ? 0 : rd + 1;
-      ld = ld + 1 == kStages ? 0 : ld + 1;
+      for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          uint32_t a[4];
+          uint4 unused;
+          uint2 ws = make_uint2(0u, 0u);  // NVFP4: bytes [c 4][half 2]; MX: [c 2][half 2] in .x
+          if (row_ok[mt]) sm80::load_weight_frag(frag[mt], scales[mt], lane, g, sb, mx, unused, ws);
+          sm80::weight_a_frag(a, wq[mt], ws, kk, mx);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) ptx::reg_fence(a[j]);  // decoded before the fence
+          ptx::wgmma_fence();
+          ptx::wgmma_m64k16_bf16_rs<NT>(acc[mt], a, desc + uint64_t(2 * kk));  // (32 bytes) >> 4
+          ptx::wgmma_commit_group();
+          ptx::wgmma_wait_group<1>();  // the previous group is done: its A registers are free
+          // Decode the next A only now: at most two A sets (in flight, being decoded) stay live.
+          ptx::reg_fence(wq[1 - mt].x);
+          ptx::reg_fence(wq[1 - mt].y);
+          ptx::reg_fence(wq[1 - mt].z);
+          ptx::reg_fence(wq[1 - mt].w);
+        }
+      }
     }
     ptx::wgmma_wait_group<0>();
 #pragma unroll
@@ -379,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 1) sm90_grouped_gemm(const Params p)
         sm80::epilogue_gemm2<NT>(p.epi, w, e, nbw, g, mult, acc, out_row);
       }
     }
-    __syncthreads();  // the row tables, A tiles and stages are reused by the next slot
+    __syncthreads();  // the row tables and stages are reused by the next slot
   }
 #endif  // FP4MOE_SM90A
 }
