@@ -79,14 +79,15 @@ struct Gemm2Args {
   size_t partials_bytes = 0;
 };
 
-// decode (gemm_decode.cu): decode shapes (<= 16 rows per active expert), weights streamed
-// through registers warp by warp, K split inside a CTA and summed in fixed order; splitk
+// decode (gemm_decode.cu): the smallest decode shapes (<= 8 rows per active expert, too few
+// row tiles to fill the SMs), weights streamed through registers warp by warp, K split inside
+// a CTA and summed in fixed order; splitk
 // (gemm_splitk.cu): decode shapes split K across CTAs, a second kernel sums the splits in fixed
 // order; stream (gemm_stream.cu): decode shapes streamed warp by warp over the whole K through
 // shared memory; sm90 (gemm_sm90.cu): prefill shapes (>= 32 rows per active expert) on Hopper
 // wgmma, sm_90 devices only, NVFP4 activations (W4A4) staged through bf16 copies in its
 // scratch (nvfp4_staging.cu). Other shapes run `fast` (mma.sync tiles, gemm_sm80.cu). The
-// default, sm90, runs decode shapes on the decode kernels and prefill shapes on wgmma
+// default, sm90, runs the smallest decode shapes on the decode kernels and prefill shapes on wgmma
 // (measured on the H200, bench/results/); splitk and stream measured slower than fast and are
 // kept for comparison only.
 enum class GemmPath { naive, fast, splitk, stream, sm90, decode };

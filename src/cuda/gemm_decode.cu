@@ -1,25 +1,26 @@
-// The grouped GEMMs at decode sizes (at most 16 rows per active expert): the weights
-// streamed through registers, warp by warp (sm_80 and later; the default path's choice for
-// these shapes, FP4MOE_GEMM=decode forces it).
+// The grouped GEMMs at the smallest decode sizes (at most 8 rows per active expert, and too
+// few row tiles to fill the SMs): the weights streamed through registers, warp by warp, with
+// K split inside a CTA (sm_80 and later; the default path's choice for these shapes,
+// FP4MOE_GEMM=decode forces it where it splits).
 //
-// Why: at 1-16 rows per expert a GEMM is a stream of FP4 weights, and on the H200 the tiled
-// fast path (gemm_sm80.cu) ran it at ~40% of the HBM rate, limited by instruction issue
-// (ncu, kimi-k2 T = 1: ~153 warp-instructions per 1024 weights, 51% issue slots busy, 7 of
-// 64 warps per SM): each k step spent its instructions on shared-memory staging (cp.async
-// address math, barriers, LDS) besides the decode. Here nothing goes through shared memory:
+// Why: at T = 1 a layer touches a handful of experts, and the fast path's 128-row tiles
+// (gemm_sm80.cu) leave most SMs with ~7 warps: too few to keep the HBM busy (ncu, kimi-k2
+// T = 1: 7 of 64 warps per SM, 51% issue slots busy). Here:
 //   - a warp owns 32 weight rows (two m16 fragment rows: for GEMM 1 gate and up of 16 i,
-//     one NVFP4 block of h) of one (expert, token tile) and a contiguous K slice; each lane
+//     one NVFP4 block of h) of one (expert, 8-token tile) and a contiguous K slice; each lane
 //     loads its 16 bytes of the two fragment blocks and its 8 scale bytes of every k-block
-//     straight into registers, kDepth k-blocks ahead (coalesced 512-byte warp loads);
-//   - the tokens are the MMA's N (swap-AB, mma.m16n8k16, 8 or 16 tokens): each lane loads
-//     its B-fragment words straight from the activation rows (L1-resident at decode), one
-//     k-block ahead;
+//     straight into registers, kDepth k-blocks ahead (coalesced 512-byte warp loads), so
+//     nothing goes through shared memory and no barrier runs in the k loop;
+//   - the tokens are the MMA's N (swap-AB, mma.m16n8k16): each lane loads its B-fragment
+//     words straight from the activation rows (L1-resident at decode), one k-block ahead;
 //   - the weights are decoded to bf16 in registers exactly as in the fast path
 //     (gemm_sm80_core.cuh weight_a_frag: folded block scale, exact);
-//   - a CTA is `splits` warps on the same 32 rows, each on its own K slice, so that small
-//     layers still put enough warps on every SM; the slices' fp32 sums are added through
-//     shared memory by warp 0 in slice order (fixed by the shape: deterministic), which then
-//     runs the fast path's epilogue (bias, activation, bf16 rounding, NVFP4 requantization).
+//   - a CTA is `splits` warps on the same 32 rows, each on its own K slice, sized so that the
+//     SMs get ~kDecodeWarpsPerSm warps; the slices' fp32 sums are added through shared memory
+//     by warp 0 in slice order (fixed by the shape: deterministic), which then runs the fast
+//     path's epilogue (bias, activation, bf16 rounding, NVFP4 requantization).
+// Measured on the H200 (kimi-k2 W4A16, notes of 2026-11-30): T = 1 111 us vs 117 on the fast
+// path; where K would not split (T >= 8) it ran 2-5% slower than the fast path, so it declines.
 // Work assignment as in the fast path: blockIdx.x = row pair, blockIdx.y walks the (expert,
 // token tile) slots found by a warp scan over count[]. No atomics.
 #include <algorithm>
@@ -43,15 +44,13 @@ DecodeConfig choose_decode_config(const DecodeProblem& p) {
   }
   const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
   const int64_t per_expert = (p.rows_bound + active - 1) / active;  // rows per active expert if spread evenly
-  if (per_expert > kDecodeMaxTokenTile) {
-    c.why = "more than " + std::to_string(kDecodeMaxTokenTile) + " rows per active expert: the tiled paths reuse weights";
+  if (per_expert > kDecodeTokenTile) {
+    c.why = "more than " + std::to_string(kDecodeTokenTile) + " rows per active expert: the tiled paths reuse weights";
     return c;
   }
-  c.use = true;
-  c.token_tile = per_expert <= 8 ? 8 : 16;
   c.grid_x = (p.N / kFragRows + 1) / 2;
   // sum_e ceil(count_e / tile) <= rows_bound / tile + E, and <= rows_bound (a tile has a row).
-  c.tiles = std::min<int64_t>((p.rows_bound + c.token_tile - 1) / c.token_tile + p.num_experts, p.rows_bound);
+  c.tiles = std::min<int64_t>((p.rows_bound + kDecodeTokenTile - 1) / kDecodeTokenTile + p.num_experts, p.rows_bound);
   c.grid_y = std::min<int64_t>(c.tiles, 65535);
   // Split K until the warps with work (about one slot per active expert) fill the SMs'
   // resident-warp budget, keeping at least kDecodeMinKbPerSplit k-blocks per slice.
@@ -62,28 +61,24 @@ DecodeConfig choose_decode_config(const DecodeProblem& p) {
   splits = std::min(splits, std::max(1, kb_total / kDecodeMinKbPerSplit));
   c.kb_per_split = (kb_total + splits - 1) / splits;
   c.splits = (kb_total + c.kb_per_split - 1) / c.kb_per_split;
-  c.why = "decode: " + std::to_string(per_expert) + " rows per active expert, " + std::to_string(c.token_tile) +
-          "-token tiles, K in " + std::to_string(c.splits) + " slices of " + std::to_string(c.kb_per_split) +
+  if (c.splits < 2) {
+    c.why = "enough row tiles to fill the SMs unsplit: the fast path's tiles";
+    return c;
+  }
+  c.use = true;
+  c.why = "decode: " + std::to_string(per_expert) + " rows per active expert, " + std::to_string(units) +
+          " warps' worth of rows, K in " + std::to_string(c.splits) + " slices of " + std::to_string(c.kb_per_split) +
           " k-blocks";
   return c;
 }
 
 namespace {
 
-#ifndef FP4MOE_DECODE_DEPTH
-#define FP4MOE_DECODE_DEPTH 2
-#endif
-#ifndef FP4MOE_DECODE_REGS1
-#define FP4MOE_DECODE_REGS1 96
-#endif
-#ifndef FP4MOE_DECODE_REGS2
-#define FP4MOE_DECODE_REGS2 128
-#endif
-constexpr int kDepth = FP4MOE_DECODE_DEPTH;  // k-blocks of weights in flight per warp (even: the B buffers alternate)
+// k-blocks of weights in flight per warp (even: the B buffers alternate). Measured on the H200
+// (kimi-k2 T = 1): 2 at 96 registers 118 us, 4 at 128 registers (fewer warps) 123 us.
+constexpr int kDepth = 2;
 static_assert(kDepth % 2 == 0, "the two B buffers alternate over the pipeline's stages");
-// Register caps: 96 leave 21 warps per SM at 8 tokens, 128 16 warps at 16 tokens.
-template <int NT>
-constexpr int kMaxRegs = NT == 1 ? FP4MOE_DECODE_REGS1 : FP4MOE_DECODE_REGS2;
+constexpr int kMaxRegs = 96;  // no spills at kDepth 2; 20 warps per SM
 
 struct Params {
   WeightMatrix w;
@@ -143,7 +138,7 @@ __device__ __forceinline__ void load_b_fp4(BFrag<NT>& f, const uint8_t* const (&
 }
 
 template <int NT, bool A_FP4, bool MX, bool GEMM1>
-__global__ void __launch_bounds__(kDecodeMaxSplits * 32) __maxnreg__(kMaxRegs<NT>) decode_grouped_gemm(const Params p) {
+__global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
   constexpr int kTok = 8 * NT;
   constexpr int kAccPerLane = 2 * NT * 4;
   __shared__ int s_expert, s_tile;
@@ -282,16 +277,16 @@ __global__ void __launch_bounds__(kDecodeMaxSplits * 32) __maxnreg__(kMaxRegs<NT
 
 std::atomic<int64_t> g_launches{0};
 
-// The listed instantiations: token tile {8, 16} x {bf16 A with NVFP4 or MXFP4 weights, NVFP4
-// A with NVFP4 weights} x {GEMM 1, GEMM 2}.
+// The listed instantiations: {bf16 A with NVFP4 or MXFP4 weights, NVFP4 A with NVFP4 weights}
+// x {GEMM 1, GEMM 2}, 8-token tiles.
 template <bool A_FP4, bool MX, bool GEMM1>
 void launch(const DecodeConfig& c, const Params& p, cudaStream_t stream) {
   static_assert(!(A_FP4 && MX), "NVFP4 activations come with NVFP4 weights only");
   const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y)), block(unsigned(32 * c.splits));
+  constexpr int NT = kDecodeTokenTile / 8;
   // the slices' partial sums: (splits - 1) x 2 m-tiles x NT x 4 floats per lane
-  const size_t smem = size_t(c.splits - 1) * (c.token_tile / 8) * 8 * 32 * sizeof(float);
-  if (c.token_tile == 8) decode_grouped_gemm<1, A_FP4, MX, GEMM1><<<grid, block, smem, stream>>>(p);
-  else decode_grouped_gemm<2, A_FP4, MX, GEMM1><<<grid, block, smem, stream>>>(p);
+  const size_t smem = size_t(c.splits - 1) * 2 * NT * 4 * 32 * sizeof(float);
+  decode_grouped_gemm<NT, A_FP4, MX, GEMM1><<<grid, block, smem, stream>>>(p);
   FP4MOE_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);
 }

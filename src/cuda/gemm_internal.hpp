@@ -249,7 +249,8 @@ void stream_list_active(const ExpertRows& rows, int64_t num_experts, int32_t* ac
 // or build has no sm_90a wgmma code, or NVFP4 activations without the staging scratch).
 bool sm90_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 bool sm90_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
-// decode: likewise (false: more than kDecodeMaxTokenTile rows per active expert).
+// decode: likewise (false: more than kDecodeTokenTile rows per active expert, or enough row
+// tiles that K does not split).
 bool decode_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 bool decode_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 
@@ -338,14 +339,18 @@ size_t stream_scratch_bytes(int64_t num_experts);
 
 // ---------------------------------------------------------------------------
 // register-streamed decode path configuration (gemm_decode.cu): a host function, testable
-// without a GPU. A CTA is `splits` warps on 32 weight rows (a fragment row pair) x token_tile
-// tokens of one expert, warp s on k-blocks [s * kb_per_split, (s + 1) * kb_per_split); grid
-// (grid_x row pairs, grid_y (expert, token tile) slots) as the fast path's.
+// without a GPU. A CTA is `splits` warps on 32 weight rows (a fragment row pair) x 8 tokens of
+// one expert, warp s on k-blocks [s * kb_per_split, (s + 1) * kb_per_split); grid (grid_x row
+// pairs, grid_y (expert, token tile) slots) as the fast path's. Taken only where K splits, i.e.
+// where the row tiles alone leave SMs short of warps (measured: unsplit it is 2-5% slower than
+// the fast path's tiles).
 // ---------------------------------------------------------------------------
-inline constexpr int kDecodeMaxTokenTile = 16;  // more rows per active expert: the tiled paths
+inline constexpr int kDecodeTokenTile = 8;      // tokens per CTA; more rows per active expert: the tiled paths
 inline constexpr int kDecodeMaxSplits = 8;      // warps per CTA
 inline constexpr int kDecodeMinKbPerSplit = 4;  // shortest K slice (k-blocks) worth its pipeline fill
-inline constexpr int kDecodeWarpsPerSm = 24;    // aim: this many warps with work per SM
+// aim: this many warps with work per SM (measured on the H200, kimi-k2 T = 1: 24 -> 118 us,
+// 40 -> 111 us, 64 -> 122 us)
+inline constexpr int kDecodeWarpsPerSm = 40;
 
 struct DecodeProblem {
   int64_t rows_bound = 0;   // upper bound on the rows of all experts together
@@ -354,10 +359,9 @@ struct DecodeProblem {
   int num_sms = 132;        // of the device that runs it
 };
 struct DecodeConfig {
-  bool use = false;         // false: more than kDecodeMaxTokenTile rows per active expert
-  int token_tile = 8;       // tokens per CTA: 8 or 16
+  bool use = false;         // false: more than kDecodeTokenTile rows per active expert, or K unsplit
   int64_t grid_x = 0;       // row pairs: ceil(N / 32)
-  int64_t tiles = 0;        // bound on (expert, token tile) pairs: sum ceil(count / token_tile)
+  int64_t tiles = 0;        // bound on (expert, token tile) pairs: sum ceil(count / kDecodeTokenTile)
   int64_t grid_y = 0;       // min(tiles, 65535): CTAs loop over the tile slots
   int splits = 1;           // K slices = warps per CTA
   int kb_per_split = 0;     // k-blocks per slice (the last may have fewer, never 0)

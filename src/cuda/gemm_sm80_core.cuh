@@ -22,13 +22,12 @@ __device__ __forceinline__ uint32_t e4m3_scale_bf16x2(uint32_t code) {
   return ptx::pack_bf16x2(s, s);
 }
 
-// The folded weight scale S of the prepared code in byte `byte` of `word`, as a bf16
-// broadcast to both halves: one byte permute ([code, 0, code, 0]) and one integer step
-// (gemm_internal.hpp folded_scale_bf16_bits, applied to both halves at once).
-// One multiply-add for both formats (mul, add are loop-invariant): NVFP4 p * 16 + (236 << 7)
-// per half, MX p * 128.
-__device__ __forceinline__ uint32_t scale_pair_bf16x2(uint32_t word, int byte, bool mx) {
-  const uint32_t p = __byte_perm(word, 0u, uint32_t(byte) | 0x40u | uint32_t(byte) << 8 | 0x4000u);
+// The folded weight scales S of rows g and g+8, prepared codes in bytes `byte` and `byte` + 1
+// of `word`, as a bf16x2 (row g low, row g+8 high): one byte permute ([code_g, 0, code_g8, 0])
+// and one integer step for both halves (gemm_internal.hpp folded_scale_bf16_bits): NVFP4
+// p * 16 + (236 << 7) per half, MX p * 128.
+__device__ __forceinline__ uint32_t scale_rows_bf16x2(uint32_t word, int byte, bool mx) {
+  const uint32_t p = __byte_perm(word, 0u, uint32_t(byte) | 0x40u | uint32_t(byte + 1) << 8 | 0x4000u);
   const uint32_t mul = mx ? 128u : 16u, add = mx ? 0u : ((236u << 7) | (236u << 23));
   return p * mul + add;
 }
@@ -113,20 +112,19 @@ __device__ __forceinline__ void load_weight_frag(const uint8_t* frag, const uint
 
 // The A operand (weights, rows g / g+8) of k-step kk of one m16 tile, decoded to bf16 in
 // registers: per 8 values, the table decode of frag_decode_word and 4 bf16x2 multiplies by
-// the folded block scale (exact).
+// the folded block scale (exact), each by one half of the rows' scale pair broadcast
+// (ptx::mul_bf16x2_low / _high: operand selectors of the multiply, no extra instruction).
 __device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq, const uint2& ws, int kk, bool mx) {
   int word, b;
   frag_scale_select(kk, mx, &word, &b);
-  const uint32_t sbytes = word ? ws.y : ws.x;
-  const uint32_t s_g = scale_pair_bf16x2(sbytes, b, mx);
-  const uint32_t s_g8 = scale_pair_bf16x2(sbytes, b + 1, mx);
+  const uint32_t s = scale_rows_bf16x2(word ? ws.y : ws.x, b, mx);
   const uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
   uint32_t v[4];
   frag_decode_word(q, v);
-  a[0] = ptx::mul_bf16x2(v[0], s_g);
-  a[1] = ptx::mul_bf16x2(v[1], s_g8);
-  a[2] = ptx::mul_bf16x2(v[2], s_g);
-  a[3] = ptx::mul_bf16x2(v[3], s_g8);
+  a[0] = ptx::mul_bf16x2_low(v[0], s);
+  a[1] = ptx::mul_bf16x2_high(v[1], s);
+  a[2] = ptx::mul_bf16x2_low(v[2], s);
+  a[3] = ptx::mul_bf16x2_high(v[3], s);
 }
 
 // What the epilogues write: GEMM 1 h (bf16, or NVFP4 requantized with q_scale h_gs),

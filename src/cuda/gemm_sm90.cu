@@ -21,11 +21,14 @@
 //   - Pipeline: kStages = 5 stages of {B tile, 16 fragment blocks, their scales} in dynamic
 //     shared memory (17 KiB per stage at 64 tokens, 25 KiB at 128), filled by all threads
 //     with cp.async, 3 k-blocks ahead: one stage more is still read by the wgmma in flight.
-//   - Each wgmma is its own commit group, waited for (wait_group 1) right after the next one
-//     is issued: the decode of one A fragment overlaps the MMA of the previous one, and only
-//     two A fragments (8 registers) are live. That keeps the 128-token kernel at 168
-//     registers (128 of them accumulators) without ptxas serializing the wgmma; the 64-token
-//     kernel fits 128 registers, two CTAs per SM.
+//   - 128 tokens: each wgmma is its own commit group, waited for (wait_group 1) right after
+//     the next one is issued: the decode of one A fragment overlaps the MMA of the previous
+//     one, and only two A fragments (8 registers) are live. That keeps the kernel at 168
+//     registers (128 of them accumulators) without ptxas serializing the wgmma. 64 tokens:
+//     the two m-tiles' wgmma of a k-step form one group (kPairGroups; A decoded for both
+//     first), so two are queued while the next k-step decodes; 128 registers, two CTAs per
+//     SM. (A variant with A through shared memory, 8 wgmma per group, measured slower: its
+//     A tiles leave room for one CTA per SM; notes of 2026-11-30.)
 // W4A4 (NVFP4 activations in, NVFP4 h out) is staged through bf16 (gemm_internal.hpp,
 // nvfp4_staging.cu): NVFP4 A is dequantized exactly into the scratch, these kernels run on it
 // as on bf16 A, and GEMM 1's bf16 h is requantized as the fast path's epilogue would. Without
@@ -110,6 +113,11 @@ struct Tile {
   static constexpr int kPrefetch = kStages - 2;  // k-blocks loaded ahead; one more stage is read by the wgmma in flight
   static constexpr int kSmem = kStages * kStageBytes + 1024;      // + slack to align the base to 1024
   static constexpr int kStaticSmem = 2 * kTok * 8 + 16;           // row tables, expert and tile
+  // Both m-tiles' wgmma in one commit group (two queued while the next k-step decodes): the
+  // 64-token kernel has the registers for the second A set (H200, kimi-k2 T = 2048 / 8192:
+  // 7.70 / 19.85 ms vs 7.90 / 20.17 one wgmma per group); at 128 tokens it measured slower
+  // (T = 16384 47.4 vs 44.5 ms).
+  static constexpr bool kPairGroups = NT == 8;
   static constexpr int kCtasPerSm = NT == 8 ? 2 : 1;              // what the registers allow (acc: 2 x kTok/2)
   static constexpr int kMaxRegs = NT == 8 ? 128 : 168;            // 2 CTAs; 1 CTA (168: room for a 3rd warpgroup)
   static_assert(kStageBytes % 1024 == 0,
@@ -247,6 +255,25 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
       const uint64_t desc = ptx::wgmma_desc_kmajor_sw128(smem_addr + uint32_t(stage * T::kStageBytes));
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
+        if constexpr (T::kPairGroups) {
+          // Both m-tiles' A decoded first, then their two wgmma as one group: two wgmma queued
+          // while the next k-step decodes.
+          uint32_t a[2][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            uint4 unused;
+            uint2 ws = make_uint2(0u, 0u);
+            if (row_ok[mt]) sm80::load_weight_frag(frag[mt], scales[mt], lane, g, sb, mx, unused, ws);
+            sm80::weight_a_frag(a[mt], wq[mt], ws, kk, mx);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) ptx::reg_fence(a[mt][j]);
+          }
+          ptx::wgmma_fence();
+          ptx::wgmma_m64k16_bf16_rs<NT>(acc[0], a[0], desc + uint64_t(2 * kk));
+          ptx::wgmma_m64k16_bf16_rs<NT>(acc[1], a[1], desc + uint64_t(2 * kk));
+          ptx::wgmma_commit_group();
+          ptx::wgmma_wait_group<1>();  // the previous k-step's pair is done: its A registers are free
+        } else {
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           uint32_t a[4];
@@ -265,6 +292,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
           ptx::reg_fence(wq[1 - mt].y);
           ptx::reg_fence(wq[1 - mt].z);
           ptx::reg_fence(wq[1 - mt].w);
+        }
         }
       }
     }

@@ -66,6 +66,20 @@ __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   return d;
 }
 
+// a * {s.low, s.low} and a * {s.high, s.high}: the half broadcast is written as PTX moves
+// through .b16 registers, which ptxas folds into the multiply's operand selector (.H0_H0,
+// .H1_H1), so each costs one HMUL2 like mul_bf16x2.
+__device__ __forceinline__ uint32_t mul_bf16x2_low(uint32_t a, uint32_t s) {
+  uint32_t b;
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %1;\nmov.b32 %0, {l, l};\n}\n" : "=r"(b) : "r"(s));
+  return mul_bf16x2(a, b);
+}
+__device__ __forceinline__ uint32_t mul_bf16x2_high(uint32_t a, uint32_t s) {
+  uint32_t b;
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %1;\nmov.b32 %0, {h, h};\n}\n" : "=r"(b) : "r"(s));
+  return mul_bf16x2(a, b);
+}
+
 // Two e2m1 codes, at bits 12-15 and 28-31 of q, as a bf16x2 (low half from bits 12-15)
 // with values e2m1 * 2^-126: sign to bit 15, the 3 magnitude bits (exponent 2, mantissa 1)
 // to bits 8-6, i.e. the low exponent bits and the top mantissa bit of a bf16. Code 1 lands
