@@ -65,7 +65,7 @@ class DeviceArray {
 //   h_fp4      u8 (rows, I/2)              W4A4: act(gate, up) requantized
 //   h_scale    e4m3 (rows, I/16)           W4A4
 //   y          f32 (rows, H)               GEMM-2 output, one row per routed slot
-//   partials   (gemm_scratch_bytes)        the GEMM path's scratch: splitk, stream, and sm90 for W4A4
+//   partials   (gemm_scratch_bytes)        the GEMM path's scratch: splitk, stream, sm90 and decode for W4A4
 //                                          (bf16 staging of the NVFP4 activations) at prefill sizes
 // standard: A_rows = T, rows = T*k; batched: A_rows = rows = E_local*M (row e*M + r).
 // No work (T == 0 or M == 0) needs no workspace: size 0.

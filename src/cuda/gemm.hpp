@@ -60,9 +60,10 @@ struct Gemm1Args {
   uint8_t* h_fp4 = nullptr;
   uint8_t* h_scale = nullptr;
   float h_gs = 1.0f;
-  // splitk, stream and sm90 paths only: their scratch (splitk: fp32 per-split partial sums;
-  // stream: the active-expert list; sm90 with NVFP4 A or h: the bf16 staging copies), at least
-  // gemm_scratch_bytes(...) bytes; nullptr (or a shape the path declines) runs the fast path.
+  // splitk, stream, sm90 and decode paths only: their scratch (splitk: fp32 per-split partial
+  // sums; stream: the active-expert list; sm90 and decode with NVFP4 A: its bf16 copy, sm90
+  // with NVFP4 h also a bf16 h), at least gemm_scratch_bytes(...) bytes; nullptr (or a shape
+  // the path declines) runs the fast path (NVFP4 A decoded in its kernels).
   float* partials = nullptr;
   size_t partials_bytes = 0;
 };
@@ -75,7 +76,7 @@ struct Gemm2Args {
   const uint8_t* a_scale = nullptr;
   float a_dq = 1.0f;
   float* y = nullptr;                // [row_space, H] fp32 (+ w2 bias); rows of no expert untouched
-  float* partials = nullptr;         // splitk, stream and sm90 paths only, as in Gemm1Args
+  float* partials = nullptr;         // splitk, stream, sm90 and decode paths only, as in Gemm1Args
   size_t partials_bytes = 0;
 };
 
@@ -96,9 +97,10 @@ enum class GemmPath { naive, fast, splitk, stream, sm90, decode };
 GemmPath gemm_path();
 
 // Scratch bytes (Gemm1Args/Gemm2Args::partials) that `path` needs for gemm1 and gemm2 of
-// `rows_bound` rows in a row space of `row_space` rows; one buffer serves both GEMMs. sm90:
-// non-zero only for a layer with NVFP4 activations whose shape the wgmma kernels take on the
-// weights' device (sm90_staging); the decision is the one gemm1/gemm2 make for the same rows.
+// `rows_bound` rows in a row space of `row_space` rows; one buffer serves both GEMMs. sm90 and
+// decode: non-zero only for a layer with NVFP4 activations: the bf16 copy of A (row_space x
+// max(H, I)), and for sm90 where the wgmma kernels take the shape on the weights' device also
+// GEMM 1's bf16 h (sm90_staging); the decision is the one gemm1/gemm2 make for the same rows.
 size_t gemm_scratch_bytes(const DeviceWeights& w, GemmPath path, int64_t rows_bound, int64_t row_space);
 
 // Bytes of fp32 partials the splitk path needs for gemm1 and gemm2 of `rows_bound` rows in a

@@ -12,7 +12,8 @@
 //     straight into registers, kDepth k-blocks ahead (coalesced 512-byte warp loads), so
 //     nothing goes through shared memory and no barrier runs in the k loop;
 //   - the tokens are the MMA's N (swap-AB, mma.m16n8k16): each lane loads its B-fragment
-//     words straight from the activation rows (L1-resident at decode), one k-block ahead;
+//     words straight from the bf16 activation rows (L1-resident at decode), one k-block
+//     ahead (NVFP4 activations arrive staged to bf16, gemm_dispatch.cpp);
 //   - the weights are decoded to bf16 in registers exactly as in the fast path
 //     (gemm_sm80_core.cuh weight_a_frag: folded block scale, exact);
 //   - a CTA is `splits` warps on the same 32 rows, each on its own K slice, sized so that the
@@ -84,10 +85,8 @@ struct Params {
   WeightMatrix w;
   ExpertRows rows;
   const uint16_t* a_bf16;
-  const uint8_t* a_fp4;
-  const uint8_t* a_scale;
   const int32_t* a_gather;
-  float a_mult;  // a_dq, times 2^8 for NVFP4 A (decoded as e2m1 * e4m3 * 2^-8, as the fast path)
+  float a_mult;  // a_dq
   int64_t tiles;
   int kb_per_split;
   sm80::Epilogue epi;
@@ -115,29 +114,7 @@ __device__ __forceinline__ void load_b_bf16(BFrag<NT>& f, const uint32_t* const 
       }
 }
 
-// NVFP4 A: per token the k-block's 32 data bytes (8 per k-step: the lane's b0 byte is byte t
-// of the first 4, its b1 byte byte t of the last 4) and its 4 scale bytes, decoded to bf16
-// e2m1 * e4m3 * 2^-8 (as the fast path decodes its A tiles: exact).
-template <int NT, bool TAIL>
-__device__ __forceinline__ void load_b_fp4(BFrag<NT>& f, const uint8_t* const (&data)[NT],
-                                           const uint8_t* const (&scale)[NT], int kb, int K, int t) {
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const bool valid = !TAIL || kb * kFragK + kk * 16 < K;
-      const uint2 v = valid ? __ldg(reinterpret_cast<const uint2*>(data[nt] + kb * (kFragK / 2) + kk * 8))
-                            : make_uint2(0u, 0u);
-      const uint32_t sc = sm80::e4m3_scale_bf16x2(valid ? __ldg(scale[nt] + kb * (kFragK / 16) + kk) : 0u);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t x = __byte_perm(h ? v.y : v.x, 0u, uint32_t(t) | 0x4440u);
-        f.b[nt][2 * kk + h] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2((x << 12) | (x << 24)), sc);
-      }
-    }
-}
-
-template <int NT, bool A_FP4, bool MX, bool GEMM1>
+template <int NT, bool MX, bool GEMM1>
 __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
   constexpr int kTok = 8 * NT;
   constexpr int kAccPerLane = 2 * NT * 4;
@@ -173,29 +150,16 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
       ssrc[mt] = w.scale + blk * sb + g * (sb / 8);
     }
     const uint32_t* brow[NT];
-    const uint8_t* bdata[NT];
-    const uint8_t* bscale[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int64_t r0 = s_arow[nt * 8 + g];
-      const int64_t r = r0 >= 0 ? r0 : s_arow[0];
-      if constexpr (A_FP4) {
-        bdata[nt] = p.a_fp4 + r * (K / 2);
-        bscale[nt] = p.a_scale + r * (K / 16);
-      } else {
-        brow[nt] = reinterpret_cast<const uint32_t*>(p.a_bf16 + r * K) + t;
-      }
+      brow[nt] = reinterpret_cast<const uint32_t*>(p.a_bf16 + (r0 >= 0 ? r0 : s_arow[0]) * K) + t;
     }
     // Full k-blocks load unchecked; the one K ends in (K % 64 != 0) zeroes past K.
     const int kb_full = K / kFragK;
     auto load_b = [&](BFrag<NT>& f, int kb) {
-      if (kb < kb_full) {
-        if constexpr (A_FP4) load_b_fp4<NT, false>(f, bdata, bscale, kb, K, t);
-        else load_b_bf16<NT, false>(f, brow, kb, K);
-      } else {
-        if constexpr (A_FP4) load_b_fp4<NT, true>(f, bdata, bscale, kb, K, t);
-        else load_b_bf16<NT, true>(f, brow, kb, K);
-      }
+      if (kb < kb_full) load_b_bf16<NT, false>(f, brow, kb, K);
+      else load_b_bf16<NT, true>(f, brow, kb, K);
     };
     // Weights of fragment rows past N are zeros (their outputs are not written).
     auto load_w = [&](uint4 (&wq)[2], uint2 (&ws)[2], int kb) {
@@ -277,16 +241,14 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
 
 std::atomic<int64_t> g_launches{0};
 
-// The listed instantiations: {bf16 A with NVFP4 or MXFP4 weights, NVFP4 A with NVFP4 weights}
-// x {GEMM 1, GEMM 2}, 8-token tiles.
-template <bool A_FP4, bool MX, bool GEMM1>
+// The listed instantiations: {NVFP4, MXFP4 weights} x {GEMM 1, GEMM 2}, 8-token tiles.
+template <bool MX, bool GEMM1>
 void launch(const DecodeConfig& c, const Params& p, cudaStream_t stream) {
-  static_assert(!(A_FP4 && MX), "NVFP4 activations come with NVFP4 weights only");
   const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y)), block(unsigned(32 * c.splits));
   constexpr int NT = kDecodeTokenTile / 8;
   // the slices' partial sums: (splits - 1) x 2 m-tiles x NT x 4 floats per lane
   const size_t smem = size_t(c.splits - 1) * 2 * NT * 4 * 32 * sizeof(float);
-  decode_grouped_gemm<NT, A_FP4, MX, GEMM1><<<grid, block, smem, stream>>>(p);
+  decode_grouped_gemm<NT, MX, GEMM1><<<grid, block, smem, stream>>>(p);
   FP4MOE_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);
 }
@@ -309,14 +271,12 @@ DecodeConfig plan(const char* which, const CudaWeights& cw, const WeightMatrix& 
 }
 
 Params base_params(const DecodeConfig& c, const WeightMatrix& w, const ExpertRows& rows, const uint16_t* a_bf16,
-                   const uint8_t* a_fp4, const uint8_t* a_scale, float a_dq) {
+                   float a_dq) {
   Params p{};
   p.w = w;
   p.rows = rows;
   p.a_bf16 = a_bf16;
-  p.a_fp4 = a_fp4;
-  p.a_scale = a_scale;
-  p.a_mult = a_fp4 ? a_dq * exp2i(kNvfp4Fold) : a_dq;
+  p.a_mult = a_dq;
   p.tiles = c.tiles;
   p.kb_per_split = c.kb_per_split;
   return p;
@@ -327,25 +287,25 @@ Params base_params(const DecodeConfig& c, const WeightMatrix& w, const ExpertRow
 int64_t decode_launches() { return g_launches.load(std::memory_order_relaxed); }
 
 bool decode_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
+  if (a.a_fp4) return false;  // NVFP4 A reaches here only when it could not be staged (gemm_dispatch.cpp)
   const DecodeConfig c = plan("gemm1", cw, cw.w13, a.rows);
   if (!c.use) return false;
-  Params p = base_params(c, cw.w13, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq);
+  Params p = base_params(c, cw.w13, a.rows, a.a_bf16, a.a_dq);
   p.a_gather = a.a_gather;
   p.epi = sm80::gemm1_epilogue(cw.desc, a);
-  if (a.a_fp4) launch<true, false, true>(c, p, stream);
-  else if (cw.w13.block == 32) launch<false, true, true>(c, p, stream);
-  else launch<false, false, true>(c, p, stream);
+  if (cw.w13.block == 32) launch<true, true>(c, p, stream);
+  else launch<false, true>(c, p, stream);
   return true;
 }
 
 bool decode_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) {
+  if (a.a_fp4) return false;  // as in decode_gemm1
   const DecodeConfig c = plan("gemm2", cw, cw.w2, a.rows);
   if (!c.use) return false;
-  Params p = base_params(c, cw.w2, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq);
+  Params p = base_params(c, cw.w2, a.rows, a.a_bf16, a.a_dq);
   p.epi.y = a.y;
-  if (a.a_fp4) launch<true, false, false>(c, p, stream);
-  else if (cw.w2.block == 32) launch<false, true, false>(c, p, stream);
-  else launch<false, false, false>(c, p, stream);
+  if (cw.w2.block == 32) launch<true, false>(c, p, stream);
+  else launch<false, false>(c, p, stream);
   return true;
 }
 

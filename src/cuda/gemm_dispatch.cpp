@@ -3,6 +3,7 @@
 // decode kernels (gemm_decode.cu) or the wgmma kernels (gemm_sm90.cu), or on request the
 // split-K (gemm_splitk.cu) or weight-streaming (gemm_stream.cu) kernels for decode shapes; a
 // path that declines runs mma.sync.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -40,17 +41,52 @@ void gemm_log(const std::string& line) {
   if (seen.insert(line).second) std::fprintf(stderr, "fp4moe: %s\n", line.c_str());
 }
 
+namespace {
+
+// W4A4 on the default (sm90) and decode paths: NVFP4 activations are dequantized once, exactly
+// (nvfp4_value_bf16), into the scratch's a_bf16 section, and every kernel then runs its bf16-A
+// code. Measured on the H200 (kimi-k2 W4A4, notes of 2026-11-30): the fast path's in-kernel
+// NVFP4-A decode, repeated by every CTA of a row, made W4A4 27-52% slower than W4A16 at
+// 1-512 tokens. The section is the sm90 staging's (gemm_internal.hpp Sm90Staging: offset 0,
+// row_space x max(H, I) bf16), so the wgmma kernels' h staging after it is unchanged.
+bool stages_activations(GemmPath path, const CudaWeights& w) {
+  return (path == GemmPath::sm90 || path == GemmPath::decode) && w.desc.act_quant == ActQuant::nvfp4 &&
+         w.w13.num_experts <= kStageMaxExperts;
+}
+size_t a_staging_bytes(int64_t row_space, int64_t H, int64_t I) {
+  return (size_t(std::max<int64_t>(row_space, 0)) * size_t(std::max(H, I)) * 2 + 255) / 256 * 256;
+}
+// The bf16 copy of NVFP4 A (K columns) in the scratch, or nullptr when it cannot be made (no
+// or too small or misaligned scratch, or A read through a gather with its row count unknown):
+// then the kernels decode NVFP4 A themselves.
+const uint16_t* stage_activations(const CudaWeights& w, const uint8_t* fp4, const uint8_t* scale, int64_t K,
+                                  const ExpertRows& rows, const int32_t* gather, int64_t a_rows, float* scratch,
+                                  size_t scratch_bytes, cudaStream_t stream) {
+  const int64_t H = w.w13.K, I = w.w13.N / 2;
+  if (!scratch || reinterpret_cast<uintptr_t>(scratch) % 16 || scratch_bytes < a_staging_bytes(rows.row_space, H, I))
+    return nullptr;
+  if (gather && (a_rows <= 0 || a_rows > rows.row_space)) return nullptr;
+  uint16_t* out = reinterpret_cast<uint16_t*>(scratch);
+  stage_nvfp4_to_bf16(fp4, scale, K, rows, w.w13.num_experts, gather ? a_rows : 0, out, stream);
+  return out;
+}
+
+}  // namespace
+
 size_t gemm_scratch_bytes(const DeviceWeights& dw, GemmPath path, int64_t rows_bound, int64_t row_space) {
   if (path == GemmPath::splitk) return splitk_partials_bytes(dw, rows_bound, row_space);
   const auto& w = static_cast<const CudaWeights&>(dw);
   if (path == GemmPath::stream && rows_bound > 0) return stream_scratch_bytes(w.w13.num_experts);
-  // sm90: the bf16 staging of NVFP4 activations, where the wgmma kernels will take the shape
-  // (the same choose_sm90_config and device check as sm90_gemm1/2 at these rows)
-  if (path == GemmPath::sm90 && w.desc.act_quant == ActQuant::nvfp4) {
-    const Sm90Staging st = sm90_staging(rows_bound, row_space, w.w13.num_experts, w.w13.K, w.w13.N / 2);
-    if (st.use && w.w13.num_experts <= kStageMaxExperts && why_no_sm90(w.device).empty()) return st.bytes;
+  if (!stages_activations(path, w) || rows_bound <= 0) return 0;
+  const int64_t H = w.w13.K, I = w.w13.N / 2;
+  size_t bytes = a_staging_bytes(row_space, H, I);
+  // sm90: also the bf16 h of GEMM 1, where the wgmma kernels will take the shape (the same
+  // choose_sm90_config and device check as sm90_gemm1/2 at these rows)
+  if (path == GemmPath::sm90) {
+    const Sm90Staging st = sm90_staging(rows_bound, row_space, w.w13.num_experts, H, I);
+    if (st.use && why_no_sm90(w.device).empty()) bytes = std::max(bytes, st.bytes);
   }
-  return 0;
+  return bytes;
 }
 
 void gemm_prepare_rows(const DeviceWeights& dw, GemmPath path, ExpertRows& rows, float* scratch,
@@ -104,12 +140,21 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
     detail::fail_arg("gemm1: h_scale/h_gs: got " + std::string(a.h_scale ? "" : "no h_scale, ") + "h_gs " +
                      std::to_string(a.h_gs) + ", need e4m3 scales [row_space, I/16] and a finite h_gs > 0");
   if (a.rows.rows_bound == 0) return;
-  if (path == GemmPath::naive) naive_gemm1(w, a, stream);
-  else if (!(path == GemmPath::splitk && splitk_gemm1(w, a, stream)) &&
-           !(path == GemmPath::stream && stream_gemm1(w, a, stream)) &&
-           !((path == GemmPath::sm90 || path == GemmPath::decode) && decode_gemm1(w, a, stream)) &&
-           !(path == GemmPath::sm90 && sm90_gemm1(w, a, stream)))
-    sm80_gemm1(w, a, stream);
+  Gemm1Args s = a;
+  if (a.a_fp4 && stages_activations(path, w)) {
+    if (const uint16_t* staged = stage_activations(w, a.a_fp4, a.a_scale, w.w13.K, a.rows, a.a_gather, a.a_rows,
+                                                   a.partials, a.partials_bytes, stream)) {
+      s.a_bf16 = staged;
+      s.a_fp4 = nullptr;
+      s.a_scale = nullptr;
+    }
+  }
+  if (path == GemmPath::naive) naive_gemm1(w, s, stream);
+  else if (!(path == GemmPath::splitk && splitk_gemm1(w, s, stream)) &&
+           !(path == GemmPath::stream && stream_gemm1(w, s, stream)) &&
+           !((path == GemmPath::sm90 || path == GemmPath::decode) && decode_gemm1(w, s, stream)) &&
+           !(path == GemmPath::sm90 && sm90_gemm1(w, s, stream)))
+    sm80_gemm1(w, s, stream);
 }
 
 void gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStream_t stream) {
@@ -118,12 +163,21 @@ void gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStrea
   check_a("gemm2", a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, path);
   if (!a.y) detail::fail_arg("gemm2: y: got nullptr, need fp32 [row_space, H]");
   if (a.rows.rows_bound == 0) return;
-  if (path == GemmPath::naive) naive_gemm2(w, a, stream);
-  else if (!(path == GemmPath::splitk && splitk_gemm2(w, a, stream)) &&
-           !(path == GemmPath::stream && stream_gemm2(w, a, stream)) &&
-           !((path == GemmPath::sm90 || path == GemmPath::decode) && decode_gemm2(w, a, stream)) &&
-           !(path == GemmPath::sm90 && sm90_gemm2(w, a, stream)))
-    sm80_gemm2(w, a, stream);
+  Gemm2Args s = a;
+  if (a.a_fp4 && stages_activations(path, w)) {
+    if (const uint16_t* staged = stage_activations(w, a.a_fp4, a.a_scale, w.w2.K, a.rows, nullptr, 0, a.partials,
+                                                   a.partials_bytes, stream)) {
+      s.a_bf16 = staged;
+      s.a_fp4 = nullptr;
+      s.a_scale = nullptr;
+    }
+  }
+  if (path == GemmPath::naive) naive_gemm2(w, s, stream);
+  else if (!(path == GemmPath::splitk && splitk_gemm2(w, s, stream)) &&
+           !(path == GemmPath::stream && stream_gemm2(w, s, stream)) &&
+           !((path == GemmPath::sm90 || path == GemmPath::decode) && decode_gemm2(w, s, stream)) &&
+           !(path == GemmPath::sm90 && sm90_gemm2(w, s, stream)))
+    sm80_gemm2(w, s, stream);
 }
 
 }  // namespace fp4moe::cuda

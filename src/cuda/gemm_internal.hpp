@@ -249,8 +249,8 @@ void stream_list_active(const ExpertRows& rows, int64_t num_experts, int32_t* ac
 // or build has no sm_90a wgmma code, or NVFP4 activations without the staging scratch).
 bool sm90_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 bool sm90_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
-// decode: likewise (false: more than kDecodeTokenTile rows per active expert, or enough row
-// tiles that K does not split).
+// decode: likewise (false: more than kDecodeTokenTile rows per active expert, enough row
+// tiles that K does not split, or NVFP4 A, which gemm1/gemm2 stage to bf16 where they can).
 bool decode_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 bool decode_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 
