@@ -3,9 +3,10 @@
 //   stage_nvfp4_to_bf16  A (GEMM 1) or h (GEMM 2) NVFP4 -> bf16, value e2m1 * e4m3 exactly
 //   stage_bf16_to_nvfp4  GEMM 1's bf16 h -> NVFP4 with q_scale h_gs, the arithmetic of the fast
 //                        path's GEMM-1 epilogue (gemm_sm80_core.cuh epilogue_gemm1)
-// Plain CUDA (any architecture); memory-bound: one warp per row, each lane 8 consecutive
-// elements per step (4 bytes of codes, 16 bytes of bf16), so every access of a warp is one
-// contiguous run.
+// Plain CUDA (any architecture); memory-bound: one warp per (row, run of 256 elements), each
+// lane 8 consecutive elements (4 bytes of codes, 16 bytes of bf16), so every access of a warp
+// is one contiguous run, and a decode step's few rows still spread over many warps (one warp
+// per whole row took 24 us for kimi-k2's single A row at T = 1 on the H200).
 //
 // Why not quantize.cu's nvfp4_rows_kernel for the requantization: its block amax starts from
 // 0 (amax_update), the epilogue's from the block's own elements (fmaxf). Both skip NaN
@@ -23,7 +24,8 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxCtas = 2048;  // rows are walked grid-stride: ~16 CTAs per SM keep every SM busy
+constexpr int kMaxCtas = 2048;  // runs are walked grid-stride: ~16 CTAs per SM keep every SM busy
+constexpr int kRunSteps = 32;   // 8-element steps per warp run: one per lane
 static_assert(kNvfp4Block == 16, "a lane's 8 elements are half an NVFP4 block: its partner lane holds the other half");
 
 // The rows one launch walks: rows [0, dense) when dense > 0, else the rows of the experts of
@@ -88,25 +90,21 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* 
   extern __shared__ int32_t first[];
   const int64_t n = walk_begin<LIVE>(wk, first);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t steps = K / 8;
-  for (int64_t q = int64_t(blockIdx.x) * kWarps + warp; q < n; q += int64_t(gridDim.x) * kWarps) {
-    const int64_t r = walk_row<LIVE>(wk, first, q);
-    const uint8_t* src = fp4 + r * (K / 2);
-    const uint8_t* src_scale = scale + r * (K / 16);
-    uint16_t* dst = out + r * K;
-#pragma unroll 4
-    for (int64_t c = lane; c < steps; c += 32) {  // unrolled: several loads in flight per warp
-      const uint32_t codes = *reinterpret_cast<const uint32_t*>(src + c * 4);  // 8 e2m1, low nibble first
-      const float s = e4m3_to_f32(src_scale[c / 2]);
-      uint32_t v[4];
+  const int64_t steps = K / 8, runs = (steps + kRunSteps - 1) / kRunSteps;
+  for (int64_t item = int64_t(blockIdx.x) * kWarps + warp; item < n * runs; item += int64_t(gridDim.x) * kWarps) {
+    const int64_t r = walk_row<LIVE>(wk, first, item / runs);
+    const int64_t c = (item % runs) * kRunSteps + lane;
+    if (c >= steps) continue;
+    const uint32_t codes = *reinterpret_cast<const uint32_t*>(fp4 + r * (K / 2) + c * 4);  // 8 e2m1, low nibble first
+    const float s = e4m3_to_f32(scale[r * (K / 16) + c / 2]);
+    uint32_t v[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint8_t byte = uint8_t(codes >> (8 * j));
-        v[j] = uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 0), s)) |
-               uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 1), s)) << 16;
-      }
-      *reinterpret_cast<uint4*>(dst + c * 8) = make_uint4(v[0], v[1], v[2], v[3]);
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t byte = uint8_t(codes >> (8 * j));
+      v[j] = uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 0), s)) |
+             uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 1), s)) << 16;
     }
+    *reinterpret_cast<uint4*>(out + r * K + c * 8) = make_uint4(v[0], v[1], v[2], v[3]);
   }
 }
 
@@ -118,39 +116,40 @@ __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_kernel(const uint16_t*
   extern __shared__ int32_t first[];
   const int64_t n = walk_begin<true>(wk, first);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t steps = K / 8;
-  for (int64_t q = int64_t(blockIdx.x) * kWarps + warp; q < n; q += int64_t(gridDim.x) * kWarps) {
-    const int64_t r = walk_row<true>(wk, first, q);
-    for (int64_t c0 = 0; c0 < steps; c0 += 32) {  // every lane runs every step: the shuffle below
-      const int64_t c = c0 + lane;
-      const bool on = c < steps;
-      uint4 raw = make_uint4(0u, 0u, 0u, 0u);
-      if (on) raw = *reinterpret_cast<const uint4*>(h + r * K + c * 8);
-      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-      float x[8];
+  const int64_t steps = K / 8, runs = (steps + kRunSteps - 1) / kRunSteps;
+  for (int64_t item = int64_t(blockIdx.x) * kWarps + warp; item < n * runs; item += int64_t(gridDim.x) * kWarps) {
+    const int64_t r = walk_row<true>(wk, first, item / runs);
+    const int64_t c = (item % runs) * kRunSteps + lane;
+    const bool on = c < steps;  // every lane runs to the shuffle below
+    uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+    if (on) raw = *reinterpret_cast<const uint4*>(h + r * K + c * 8);
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    float x[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) x[j] = bf16_to_f32(uint16_t(w[j / 2] >> (16 * (j % 2))));
-      // epilogue_gemm1: amax = fmaxf over |h| of the block, any order (fmaxf skips NaN; NaN
-      // only when all 16 are), then the SPEC §2 scale and codes through format.h.
-      float amax = fabsf(x[0]);
+    for (int j = 0; j < 8; ++j) x[j] = bf16_to_f32(uint16_t(w[j / 2] >> (16 * (j % 2))));
+    // epilogue_gemm1: amax = fmaxf over |h| of the block, any order (fmaxf skips NaN; NaN
+    // only when all 16 are), then the SPEC §2 scale and codes through format.h.
+    float amax = fabsf(x[0]);
 #pragma unroll
-      for (int j = 1; j < 8; ++j) amax = fmaxf(amax, fabsf(x[j]));
-      amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-      if (!on) continue;
-      const uint8_t sc = nvfp4_scale_code(amax, gs);
-      const float inv = nvfp4_inv_scale(sc, gs);
-      uint32_t packed = 0;
+    for (int j = 1; j < 8; ++j) amax = fmaxf(amax, fabsf(x[j]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+    if (!on) continue;
+    const uint8_t sc = nvfp4_scale_code(amax, gs);
+    const float inv = nvfp4_inv_scale(sc, gs);
+    uint32_t packed = 0;
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        packed |= uint32_t(pack_e2m1(e2m1_from_f32(x[2 * j] * inv), e2m1_from_f32(x[2 * j + 1] * inv))) << (8 * j);
-      *reinterpret_cast<uint32_t*>(fp4 + r * (K / 2) + c * 4) = packed;
-      if (lane % 2 == 0) scale[r * (K / 16) + c / 2] = sc;
-    }
+    for (int j = 0; j < 4; ++j)
+      packed |= uint32_t(pack_e2m1(e2m1_from_f32(x[2 * j] * inv), e2m1_from_f32(x[2 * j + 1] * inv))) << (8 * j);
+    *reinterpret_cast<uint32_t*>(fp4 + r * (K / 2) + c * 4) = packed;
+    if (lane % 2 == 0) scale[r * (K / 16) + c / 2] = sc;
   }
 }
 
-// CTAs for `rows` rows (an upper bound) and the shared memory of the expert scan.
-dim3 grid_for(int64_t rows) { return dim3(unsigned(std::min<int64_t>((rows + kWarps - 1) / kWarps, kMaxCtas))); }
+// CTAs for `rows` rows (an upper bound) of K elements, and the shared memory of the expert scan.
+dim3 grid_for(int64_t rows, int64_t K) {
+  const int64_t items = rows * ((K / 8 + kRunSteps - 1) / kRunSteps);
+  return dim3(unsigned(std::min<int64_t>((items + kWarps - 1) / kWarps, kMaxCtas)));
+}
 size_t scan_smem(int64_t num_experts) { return size_t(num_experts + 1) * sizeof(int32_t); }
 
 }  // namespace
@@ -159,10 +158,10 @@ void stage_nvfp4_to_bf16(const uint8_t* fp4, const uint8_t* scale, int64_t K, co
                          int64_t num_experts, int64_t dense_rows, uint16_t* out, cudaStream_t stream) {
   const Walk wk{rows.begin, rows.count, int(num_experts), dense_rows};
   if (dense_rows > 0) {
-    nvfp4_to_bf16_kernel<false><<<grid_for(dense_rows), kThreads, 0, stream>>>(fp4, scale, K, wk, out);
+    nvfp4_to_bf16_kernel<false><<<grid_for(dense_rows, K), kThreads, 0, stream>>>(fp4, scale, K, wk, out);
   } else {
     if (rows.rows_bound <= 0) return;
-    nvfp4_to_bf16_kernel<true><<<grid_for(rows.rows_bound), kThreads, scan_smem(num_experts), stream>>>(
+    nvfp4_to_bf16_kernel<true><<<grid_for(rows.rows_bound, K), kThreads, scan_smem(num_experts), stream>>>(
         fp4, scale, K, wk, out);
   }
   FP4MOE_CUDA_CHECK_LAUNCH();
@@ -172,7 +171,7 @@ void stage_bf16_to_nvfp4(const uint16_t* h, int64_t K, const ExpertRows& rows, i
                          uint8_t* fp4, uint8_t* scale, cudaStream_t stream) {
   if (rows.rows_bound <= 0) return;
   const Walk wk{rows.begin, rows.count, int(num_experts), 0};
-  bf16_to_nvfp4_kernel<<<grid_for(rows.rows_bound), kThreads, scan_smem(num_experts), stream>>>(h, K, wk, gs, fp4,
+  bf16_to_nvfp4_kernel<<<grid_for(rows.rows_bound, K), kThreads, scan_smem(num_experts), stream>>>(h, K, wk, gs, fp4,
                                                                                                 scale);
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
