@@ -87,7 +87,7 @@ for stage in $stages; do
       fi ;;
     compare)
       # GEMM paths side by side on the decode-to-prefill range (no check: speed only)
-      for gemm in ${COMPARE_GEMMS:-fast splitk stream}; do
+      for gemm in ${COMPARE_GEMMS:-fast decode sm90 splitk stream}; do
         # stream_pdl: the stream path with GEMM 2 as a programmatic dependent of GEMM 1
         FP4MOE_GEMM=${gemm%_pdl} FP4MOE_PDL=$([ "${gemm%_pdl}" != "$gemm" ] && echo 1) timeout ${BENCH_TIMEOUT:-900} "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} \
           --tokens ${COMPARE_TOKENS:-1,8,32,128,512} --iters ${COMPARE_ITERS:-50} --no-check --no-baseline --json "$OUT/compare-$gemm.json" \
