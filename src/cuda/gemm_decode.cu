@@ -174,12 +174,7 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
     };
 
     float acc[2][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) acc[mt][nt][c] = 0.0f;
+    sm80::zero_acc<NT>(acc);
 
     // Register pipeline: stage d holds k-block kb0 + d (mod kDepth); B alternates two buffers.
     uint4 wq[kDepth][2];
@@ -210,25 +205,16 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
     }
 
     // ---- the slices' sums, added by warp 0 in slice order; then its epilogue ----
+    float (&flat)[kAccPerLane] = reinterpret_cast<float (&)[kAccPerLane]>(acc);  // acc's floats in order
     if (warp > 0) {
-      int i = 0;
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) s_part[((warp - 1) * kAccPerLane + i++) * 32 + lane] = acc[mt][nt][c];
+      for (int i = 0; i < kAccPerLane; ++i) s_part[((warp - 1) * kAccPerLane + i) * 32 + lane] = flat[i];
     }
     __syncthreads();
     if (warp == 0 && nb < NB) {
       for (int s = 1; s < int(blockDim.x / 32); ++s) {
-        int i = 0;
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) acc[mt][nt][c] += s_part[((s - 1) * kAccPerLane + i++) * 32 + lane];
+        for (int i = 0; i < kAccPerLane; ++i) flat[i] += s_part[((s - 1) * kAccPerLane + i) * 32 + lane];
       }
       const float mult = w.epi[e] * p.a_mult;
       auto out_row = [&](int nt, int c) { return s_orow[nt * 8 + 2 * t + c]; };

@@ -95,6 +95,22 @@ __device__ __forceinline__ int enter_slot(int64_t slot, int warp, int lane, cons
   return e;
 }
 
+// The warp's accumulators of its two m16 tiles x NT n8 tiles (the layout the epilogues
+// read), zeroed; FENCED: each also passes a reg_fence, so the zeroes are in place before a
+// following wgmma_fence (the wgmma kernels).
+template <int NT, bool FENCED = false>
+__device__ __forceinline__ void zero_acc(float (&acc)[2][NT][4]) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        acc[mt][nt][c] = 0.0f;
+        if constexpr (FENCED) ptx::reg_fence(acc[mt][nt][c]);
+      }
+}
+
 // A bf16 A tile is [tok][64 k], 128 B per token; 16-byte chunk ch (k 8ch..8ch+7) of token j
 // sits at j * 128 + a_bf16_swizzle(j, ch): chunks are XOR-swizzled by row so that
 // ldmatrix's 8 row addresses (8 tokens, one chunk) fall in 8 different bank groups.

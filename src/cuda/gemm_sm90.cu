@@ -210,15 +210,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
 
     // acc[mt][nt][c]: m-tile mt (fragment row fb + mt), tokens nt*8 + 2t + c%2, rows g (c < 2), g+8
     float acc[2][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          acc[mt][nt][c] = 0.0f;
-          ptx::reg_fence(acc[mt][nt][c]);  // zeroed before the first wgmma_fence
-        }
+    sm80::zero_acc<NT, true>(acc);  // zeroed before the first wgmma_fence
 
 #pragma unroll
     for (int s = 0; s < T::kPrefetch; ++s) {

@@ -7,6 +7,12 @@
 
 namespace fp4moe::cuda::ptx {
 
+// Compiler-only fences (no instruction): the register counts as read and written here, so
+// the compiler keeps accesses to it on their side of the neighbouring asm volatile (e.g. a
+// wgmma_fence before, a wgmma_wait_group after: ptx_sm90.cuh).
+__device__ __forceinline__ void reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void reg_fence(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (§9.7.14.5.8): D = A * B + D.
 // A: 4 regs of bf16x2 (rows g / g+8, k 2t.. and 2t+8..), B: 2 regs (k 2t.., 2t+8..; col g),
 // C/D: rows g (c0, c1) and g+8 (c2, c3), cols 2t, 2t+1; g = lane / 4, t = lane % 4.

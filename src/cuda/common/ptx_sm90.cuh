@@ -22,6 +22,8 @@
 
 #include <cstdint>
 
+#include "cuda/common/ptx.cuh"  // reg_fence
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FP4MOE_SM90A 1
 #endif
@@ -50,11 +52,6 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 
 #endif  // FP4MOE_SM90A
 
-// Compiler-only fences (no instruction): the register counts as read and written here, so
-// the compiler keeps accesses to it on their side of the neighbouring asm volatile (a
-// wgmma_fence before, a wgmma_wait_group after).
-__device__ __forceinline__ void reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
-__device__ __forceinline__ void reg_fence(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 // Matrix descriptor ("Matrix Descriptor Format") of a K-major bf16 operand in the 128-byte swizzle layout:
 // rows (here: tokens) of 64 bf16 = 128 bytes, 8-row atoms of 1024 bytes one after another,
