@@ -56,19 +56,25 @@ bool stages_activations(GemmPath path, const CudaWeights& w) {
 size_t a_staging_bytes(int64_t row_space, int64_t H, int64_t I) {
   return (size_t(std::max<int64_t>(row_space, 0)) * size_t(std::max(H, I)) * 2 + 255) / 256 * 256;
 }
-// The bf16 copy of NVFP4 A (K columns) in the scratch, or nullptr when it cannot be made (no
-// or too small or misaligned scratch, or A read through a gather with its row count unknown):
-// then the kernels decode NVFP4 A themselves.
-const uint16_t* stage_activations(const CudaWeights& w, const uint8_t* fp4, const uint8_t* scale, int64_t K,
-                                  const ExpertRows& rows, const int32_t* gather, int64_t a_rows, float* scratch,
-                                  size_t scratch_bytes, cudaStream_t stream) {
+// `a` with its NVFP4 A (K columns) replaced by a bf16 copy in the scratch; unchanged when the
+// path does not stage or the copy cannot be made (no or too small or misaligned scratch, or A
+// read through a gather with its row count unknown): then the kernels decode NVFP4 A.
+template <class Args>
+Args with_staged_activations(const Args& a, GemmPath path, const CudaWeights& w, int64_t K, const int32_t* gather,
+                             int64_t a_rows, cudaStream_t stream) {
+  if (!a.a_fp4 || !stages_activations(path, w)) return a;
   const int64_t H = w.w13.K, I = w.w13.N / 2;
-  if (!scratch || reinterpret_cast<uintptr_t>(scratch) % 16 || scratch_bytes < a_staging_bytes(rows.row_space, H, I))
-    return nullptr;
-  if (gather && (a_rows <= 0 || a_rows > rows.row_space)) return nullptr;
-  uint16_t* out = reinterpret_cast<uint16_t*>(scratch);
-  stage_nvfp4_to_bf16(fp4, scale, K, rows, w.w13.num_experts, gather ? a_rows : 0, out, stream);
-  return out;
+  if (!a.partials || reinterpret_cast<uintptr_t>(a.partials) % 16 ||
+      a.partials_bytes < a_staging_bytes(a.rows.row_space, H, I))
+    return a;
+  if (gather && (a_rows <= 0 || a_rows > a.rows.row_space)) return a;
+  Args s = a;
+  uint16_t* out = reinterpret_cast<uint16_t*>(a.partials);
+  stage_nvfp4_to_bf16(a.a_fp4, a.a_scale, K, a.rows, w.w13.num_experts, gather ? a_rows : 0, out, stream);
+  s.a_bf16 = out;
+  s.a_fp4 = nullptr;
+  s.a_scale = nullptr;
+  return s;
 }
 
 }  // namespace
@@ -140,15 +146,7 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
     detail::fail_arg("gemm1: h_scale/h_gs: got " + std::string(a.h_scale ? "" : "no h_scale, ") + "h_gs " +
                      std::to_string(a.h_gs) + ", need e4m3 scales [row_space, I/16] and a finite h_gs > 0");
   if (a.rows.rows_bound == 0) return;
-  Gemm1Args s = a;
-  if (a.a_fp4 && stages_activations(path, w)) {
-    if (const uint16_t* staged = stage_activations(w, a.a_fp4, a.a_scale, w.w13.K, a.rows, a.a_gather, a.a_rows,
-                                                   a.partials, a.partials_bytes, stream)) {
-      s.a_bf16 = staged;
-      s.a_fp4 = nullptr;
-      s.a_scale = nullptr;
-    }
-  }
+  const Gemm1Args s = with_staged_activations(a, path, w, w.w13.K, a.a_gather, a.a_rows, stream);
   if (path == GemmPath::naive) naive_gemm1(w, s, stream);
   else if (!(path == GemmPath::splitk && splitk_gemm1(w, s, stream)) &&
            !(path == GemmPath::stream && stream_gemm1(w, s, stream)) &&
@@ -163,15 +161,7 @@ void gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStrea
   check_a("gemm2", a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, path);
   if (!a.y) detail::fail_arg("gemm2: y: got nullptr, need fp32 [row_space, H]");
   if (a.rows.rows_bound == 0) return;
-  Gemm2Args s = a;
-  if (a.a_fp4 && stages_activations(path, w)) {
-    if (const uint16_t* staged = stage_activations(w, a.a_fp4, a.a_scale, w.w2.K, a.rows, nullptr, 0, a.partials,
-                                                   a.partials_bytes, stream)) {
-      s.a_bf16 = staged;
-      s.a_fp4 = nullptr;
-      s.a_scale = nullptr;
-    }
-  }
+  const Gemm2Args s = with_staged_activations(a, path, w, w.w2.K, nullptr, 0, stream);
   if (path == GemmPath::naive) naive_gemm2(w, s, stream);
   else if (!(path == GemmPath::splitk && splitk_gemm2(w, s, stream)) &&
            !(path == GemmPath::stream && stream_gemm2(w, s, stream)) &&
