@@ -82,19 +82,29 @@ __device__ __forceinline__ int64_t walk_row(const Walk& wk, const int32_t* first
   }
 }
 
+// Warp runs per row of K elements.
+__host__ __device__ __forceinline__ int64_t runs_per_row(int64_t K) { return (K / 8 + kRunSteps - 1) / kRunSteps; }
+
+// Every thread of the launch: the walk's rows cut into runs of kRunSteps 8-element steps, one
+// warp per (row, run), grid-stride; body(r, c) for row r and the lane's step c (c may be past
+// K / 8 in a row's last run: the body decides).
+template <bool LIVE, class Body>
+__device__ __forceinline__ void for_each_run(const Walk& wk, int64_t K, Body body) {
+  extern __shared__ int32_t first[];
+  const int64_t n = walk_begin<LIVE>(wk, first);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t runs = runs_per_row(K);
+  for (int64_t item = int64_t(blockIdx.x) * kWarps + warp; item < n * runs; item += int64_t(gridDim.x) * kWarps)
+    body(walk_row<LIVE>(wk, first, item / runs), (item % runs) * kRunSteps + lane);
+}
+
 // out [*, K] bf16 <- fp4 [*, K/2], scale [*, K/16]. Lane step c: elements 8c..8c+7.
 template <bool LIVE>
 __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* __restrict__ fp4,
                                                                  const uint8_t* __restrict__ scale, int64_t K,
                                                                  Walk wk, uint16_t* __restrict__ out) {
-  extern __shared__ int32_t first[];
-  const int64_t n = walk_begin<LIVE>(wk, first);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t steps = K / 8, runs = (steps + kRunSteps - 1) / kRunSteps;
-  for (int64_t item = int64_t(blockIdx.x) * kWarps + warp; item < n * runs; item += int64_t(gridDim.x) * kWarps) {
-    const int64_t r = walk_row<LIVE>(wk, first, item / runs);
-    const int64_t c = (item % runs) * kRunSteps + lane;
-    if (c >= steps) continue;
+  for_each_run<LIVE>(wk, K, [&](int64_t r, int64_t c) {
+    if (c >= K / 8) return;
     const uint32_t codes = *reinterpret_cast<const uint32_t*>(fp4 + r * (K / 2) + c * 4);  // 8 e2m1, low nibble first
     const float s = e4m3_to_f32(scale[r * (K / 16) + c / 2]);
     uint32_t v[4];
@@ -105,7 +115,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* 
              uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 1), s)) << 16;
     }
     *reinterpret_cast<uint4*>(out + r * K + c * 8) = make_uint4(v[0], v[1], v[2], v[3]);
-  }
+  });
 }
 
 // fp4 [*, K/2], scale [*, K/16] <- h [*, K] bf16, q_scale gs. Lanes 2m and 2m+1 hold the two
@@ -113,14 +123,9 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* 
 __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_kernel(const uint16_t* __restrict__ h, int64_t K, Walk wk,
                                                                  float gs, uint8_t* __restrict__ fp4,
                                                                  uint8_t* __restrict__ scale) {
-  extern __shared__ int32_t first[];
-  const int64_t n = walk_begin<true>(wk, first);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t steps = K / 8, runs = (steps + kRunSteps - 1) / kRunSteps;
-  for (int64_t item = int64_t(blockIdx.x) * kWarps + warp; item < n * runs; item += int64_t(gridDim.x) * kWarps) {
-    const int64_t r = walk_row<true>(wk, first, item / runs);
-    const int64_t c = (item % runs) * kRunSteps + lane;
-    const bool on = c < steps;  // every lane runs to the shuffle below
+  const int lane = threadIdx.x % 32;
+  for_each_run<true>(wk, K, [&](int64_t r, int64_t c) {
+    const bool on = c < K / 8;  // every lane runs to the shuffle below
     uint4 raw = make_uint4(0u, 0u, 0u, 0u);
     if (on) raw = *reinterpret_cast<const uint4*>(h + r * K + c * 8);
     const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
@@ -133,7 +138,7 @@ __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_kernel(const uint16_t*
 #pragma unroll
     for (int j = 1; j < 8; ++j) amax = fmaxf(amax, fabsf(x[j]));
     amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-    if (!on) continue;
+    if (!on) return;
     const uint8_t sc = nvfp4_scale_code(amax, gs);
     const float inv = nvfp4_inv_scale(sc, gs);
     uint32_t packed = 0;
@@ -142,12 +147,12 @@ __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_kernel(const uint16_t*
       packed |= uint32_t(pack_e2m1(e2m1_from_f32(x[2 * j] * inv), e2m1_from_f32(x[2 * j + 1] * inv))) << (8 * j);
     *reinterpret_cast<uint32_t*>(fp4 + r * (K / 2) + c * 4) = packed;
     if (lane % 2 == 0) scale[r * (K / 16) + c / 2] = sc;
-  }
+  });
 }
 
 // CTAs for `rows` rows (an upper bound) of K elements, and the shared memory of the expert scan.
 dim3 grid_for(int64_t rows, int64_t K) {
-  const int64_t items = rows * ((K / 8 + kRunSteps - 1) / kRunSteps);
+  const int64_t items = rows * runs_per_row(K);
   return dim3(unsigned(std::min<int64_t>((items + kWarps - 1) / kWarps, kMaxCtas)));
 }
 size_t scan_smem(int64_t num_experts) { return size_t(num_experts + 1) * sizeof(int32_t); }
