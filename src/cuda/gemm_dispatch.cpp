@@ -53,9 +53,6 @@ bool stages_activations(GemmPath path, const CudaWeights& w) {
   return (path == GemmPath::sm90 || path == GemmPath::decode) && w.desc.act_quant == ActQuant::nvfp4 &&
          w.w13.num_experts <= kStageMaxExperts;
 }
-size_t a_staging_bytes(int64_t row_space, int64_t H, int64_t I) {
-  return (size_t(std::max<int64_t>(row_space, 0)) * size_t(std::max(H, I)) * 2 + 255) / 256 * 256;
-}
 // `a` with its NVFP4 A (K columns) replaced by a bf16 copy in the scratch; unchanged when the
 // path does not stage or the copy cannot be made (no or too small or misaligned scratch, or A
 // read through a gather with its row count unknown): then the kernels decode NVFP4 A.

@@ -247,7 +247,8 @@ bool stream_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream)
 // The active-expert list of `rows` into `active` ([1 + num_experts] int32), one launch.
 void stream_list_active(const ExpertRows& rows, int64_t num_experts, int32_t* active, cudaStream_t stream);
 // sm90: likewise (false: fewer than kSm90MinRowsPerExpert rows per active expert, the device
-// or build has no sm_90a wgmma code, or NVFP4 activations without the staging scratch).
+// or build has no sm_90a wgmma code, NVFP4 A, which gemm1/gemm2 stage to bf16 where they can,
+// or NVFP4 h without the staging scratch).
 bool sm90_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 bool sm90_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 // decode: likewise (false: more than kDecodeTokenTile rows per active expert, enough row
@@ -403,7 +404,8 @@ std::string why_no_sm90(int device);
 int64_t sm90_launches();
 
 // ---------------------------------------------------------------------------
-// NVFP4 activations on the wgmma path: staging through bf16 (nvfp4_staging.cu, gemm_sm90.cu).
+// NVFP4 activations on the wgmma path: staging through bf16 (nvfp4_staging.cu; A staged by
+// gemm_dispatch.cpp for every kernel, h by gemm_sm90.cu).
 // The wgmma kernels read bf16 activations only. An NVFP4 value e2m1 * e4m3 is exact in bf16
 // (at most 2 x 4 = 6 significant bits, magnitudes 0 or in [2^-10, 2688]), so W4A4 runs exactly
 // (SPEC §4) as: dequantize A to bf16 (value e2m1 * e4m3, the dq_scale a_dq is the kernel's
@@ -420,9 +422,13 @@ int64_t sm90_launches();
 // ---------------------------------------------------------------------------
 inline constexpr int kStageMaxExperts = 8192;  // the staging kernels scan count[] in shared memory
 
+// Bytes of the a_bf16 section (row_space x max(H, I) bf16, 256-byte aligned): gemm1/gemm2
+// stage NVFP4 A there on the sm90 and decode paths (gemm_dispatch.cpp).
+size_t a_staging_bytes(int64_t row_space, int64_t H, int64_t I);
+
 struct Sm90Staging {
   bool use = false;  // the wgmma kernels take this shape: NVFP4 activations are staged
-  size_t a_bf16 = 0, h_bf16 = 0;  // byte offsets of the sub-buffers
+  size_t a_bf16 = 0, h_bf16 = 0;  // byte offsets of the sub-buffers (a_bf16: always 0)
   size_t bytes = 0;               // scratch bytes in all; 0 when !use
 };
 // What the staging needs for a layer of hidden H, intermediate I, E_local experts, at

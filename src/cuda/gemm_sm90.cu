@@ -30,9 +30,11 @@
 //     SM. (A variant with A through shared memory, 8 wgmma per group, measured slower: its
 //     A tiles leave room for one CTA per SM; notes of 2026-11-30.)
 // W4A4 (NVFP4 activations in, NVFP4 h out) is staged through bf16 (gemm_internal.hpp,
-// nvfp4_staging.cu): NVFP4 A is dequantized exactly into the scratch, these kernels run on it
-// as on bf16 A, and GEMM 1's bf16 h is requantized as the fast path's epilogue would. Without
-// the scratch (gemm_scratch_bytes) sm90_gemm1/2 return false and the caller runs the fast path.
+// nvfp4_staging.cu): gemm1/gemm2 (gemm_dispatch.cpp) dequantize NVFP4 A exactly into the
+// scratch for every kernel, these kernels run on it as on bf16 A, and GEMM 1's bf16 h is
+// requantized here as the fast path's epilogue would. Without the scratch (gemm_scratch_bytes),
+// or with NVFP4 A that could not be staged, sm90_gemm1/2 return false and the caller runs the
+// fast path.
 //
 // Work assignment as in the fast path: blockIdx.x = 256-row tile, blockIdx.y walks the
 // (expert, token tile) slots found by a warp scan over count[]. No atomics: deterministic.
@@ -85,12 +87,14 @@ Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_expe
   st.use = choose_sm90_config({rows_bound, num_experts, int(2 * I), int(H)}).use &&
            choose_sm90_config({rows_bound, num_experts, int(H), int(I)}).use;
   if (!st.use) return st;
-  auto aligned = [](size_t b) { return (b + 255) / 256 * 256; };
-  const size_t rows = size_t(std::max<int64_t>(row_space, 0));
   st.a_bf16 = 0;
-  st.h_bf16 = aligned(rows * size_t(std::max(H, I)) * 2);
-  st.bytes = st.h_bf16 + aligned(rows * size_t(I) * 2);
+  st.h_bf16 = a_staging_bytes(row_space, H, I);
+  st.bytes = st.h_bf16 + (size_t(std::max<int64_t>(row_space, 0)) * size_t(I) * 2 + 255) / 256 * 256;
   return st;
+}
+
+size_t a_staging_bytes(int64_t row_space, int64_t H, int64_t I) {
+  return (size_t(std::max<int64_t>(row_space, 0)) * size_t(std::max(H, I)) * 2 + 255) / 256 * 256;
 }
 
 namespace {
@@ -435,34 +439,29 @@ std::string why_no_sm90(int device) {
 
 int64_t sm90_launches() { return g_launches.load(std::memory_order_relaxed); }
 
-// GEMM 1. NVFP4 A: dequantized into the scratch (a_bf16), rows [0, a_rows) through a_gather,
-// else the experts' rows; NVFP4 h: the kernel writes bf16 h (the caller's h_bf16 if given,
-// else the scratch's h_bf16), then it is requantized into h_fp4 / h_scale.
+// Why the wgmma kernels decline NVFP4 A: gemm1/gemm2 stage it to bf16 wherever these kernels
+// could run, so it arrives here only when that was impossible.
+const char* const kUnstagedA =
+    "NVFP4 A was not staged to bf16 (gemm_dispatch.cpp: no room in the scratch, or A rows unknown)";
+
+// GEMM 1 on bf16 A. NVFP4 h: the kernel writes bf16 h (the caller's h_bf16 if given, else the
+// scratch's h_bf16), then it is requantized into h_fp4 / h_scale.
 bool sm90_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
   const int64_t H = cw.w13.K, I = cw.w13.N / 2, E = cw.w13.num_experts;
-  const bool staged = a.a_fp4 != nullptr || a.h_fp4 != nullptr;
   const Sm90Staging st = sm90_staging(a.rows.rows_bound, a.rows.row_space, E, H, I);
   std::string refused;
-  if (staged) {
+  if (a.a_fp4) {
+    refused = kUnstagedA;
+  } else if (a.h_fp4) {
     refused = staging_refusal(st, a.partials, a.partials_bytes, E);
-    if (refused.empty() && a.a_fp4 && a.a_gather && (a.a_rows <= 0 || a.a_rows > a.rows.row_space))
-      refused = "NVFP4 A through a_gather: a_rows " + std::to_string(a.a_rows) + " is not in [1, row_space " +
-                std::to_string(a.rows.row_space) + "]";
-    if (refused.empty() && a.h_fp4 && (misaligned(a.h_fp4, 4) || (a.h_bf16 && misaligned(a.h_bf16, 16))))
+    if (refused.empty() && (misaligned(a.h_fp4, 4) || (a.h_bf16 && misaligned(a.h_bf16, 16))))
       refused = "h_fp4 not 4-byte or h_bf16 not 16-byte aligned for the requantization";
   }
-  const Sm90Config c = plan("gemm1", cw, cw.w13, a.rows, staged, refused);
+  const Sm90Config c = plan("gemm1", cw, cw.w13, a.rows, a.a_fp4 || a.h_fp4, refused);
   if (!c.use) return false;
-  const uint16_t* A = a.a_bf16;
   uint16_t* h = a.h_bf16;
-  uint8_t* scratch = reinterpret_cast<uint8_t*>(a.partials);
-  if (a.a_fp4) {
-    uint16_t* a_bf16 = reinterpret_cast<uint16_t*>(scratch + st.a_bf16);
-    stage_nvfp4_to_bf16(a.a_fp4, a.a_scale, H, a.rows, E, a.a_gather ? a.a_rows : 0, a_bf16, stream);
-    A = a_bf16;
-  }
-  if (a.h_fp4 && !h) h = reinterpret_cast<uint16_t*>(scratch + st.h_bf16);
-  Params p = base_params(c, cw.w13, a.rows, A, a.a_dq);
+  if (a.h_fp4 && !h) h = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(a.partials) + st.h_bf16);
+  Params p = base_params(c, cw.w13, a.rows, a.a_bf16, a.a_dq);
   p.a_gather = a.a_gather;
   p.epi.act = cw.desc.activation;
   p.epi.alpha = cw.desc.swiglu_alpha;
@@ -473,21 +472,11 @@ bool sm90_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) 
   return true;
 }
 
-// GEMM 2. NVFP4 A (h): the experts' rows dequantized into the scratch (a_bf16) first.
+// GEMM 2 on bf16 A (h).
 bool sm90_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) {
-  const int64_t H = cw.w2.N, I = cw.w2.K, E = cw.w2.num_experts;
-  const bool staged = a.a_fp4 != nullptr;
-  const Sm90Staging st = sm90_staging(a.rows.rows_bound, a.rows.row_space, E, H, I);
-  const std::string refused = staged ? staging_refusal(st, a.partials, a.partials_bytes, E) : "";
-  const Sm90Config c = plan("gemm2", cw, cw.w2, a.rows, staged, refused);
+  const Sm90Config c = plan("gemm2", cw, cw.w2, a.rows, a.a_fp4 != nullptr, a.a_fp4 ? kUnstagedA : "");
   if (!c.use) return false;
-  const uint16_t* A = a.a_bf16;
-  if (a.a_fp4) {
-    uint16_t* a_bf16 = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(a.partials) + st.a_bf16);
-    stage_nvfp4_to_bf16(a.a_fp4, a.a_scale, I, a.rows, E, 0, a_bf16, stream);
-    A = a_bf16;
-  }
-  Params p = base_params(c, cw.w2, a.rows, A, a.a_dq);
+  Params p = base_params(c, cw.w2, a.rows, a.a_bf16, a.a_dq);
   p.epi.y = a.y;
   launch<false>(c, p, stream);
   return true;
