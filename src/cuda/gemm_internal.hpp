@@ -100,11 +100,14 @@ FP4MOE_HD NibbleAt frag_nibble(int64_t e, int64_t n, int64_t k, int N, int Kp) {
 FP4MOE_HD uint32_t frag_stored_code(uint32_t code) { return (code & 0xCu) | ((code & 1u) << 1) | ((code >> 1) & 1u); }
 
 // PRMT (PTX "prmt.b32", default mode): byte i of the result is byte s_i & 7 of {b, a}
-// (a = bytes 0-3) for selector nibble s_i, replicated sign when s_i & 8. The host version
-// is for the tests of frag_decode_word.
+// (a = bytes 0-3) for selector nibble s_i, replicated sign when s_i & 8. On the device the
+// instruction itself: CUDA's __byte_perm ignores bit 3, which costs a mask (LOP3) per call
+// with a run-time selector. The host version is for the tests of frag_decode_word.
 FP4MOE_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
 #if defined(__CUDA_ARCH__)
-  return __byte_perm(a, b, s);
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+  return d;
 #else
   const uint64_t ab = uint64_t(b) << 32 | a;
   uint32_t r = 0;
@@ -115,6 +118,29 @@ FP4MOE_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
     r |= byte << (8 * i);
   }
   return r;
+#endif
+}
+
+// x >> k for 0 < k < 32. On the device the high word of x * 2^(32 - k) (IMAD.HI), which issues
+// on the FMA pipe: the weight decode's PRMT and LOP3 fill the integer pipe, which takes half
+// as many instructions per cycle.
+FP4MOE_HD uint32_t shr_fma(uint32_t x, int k) {
+#if defined(__CUDA_ARCH__)
+  return __umulhi(x, 1u << (32 - k));
+#else
+  return x >> k;
+#endif
+}
+
+// (x & mask) | bits in one LOP3 (PTX lop3.b32, table 0xEA = (a & b) | c); the compiler splits
+// it into two when both constants are immediates.
+FP4MOE_HD uint32_t and_or(uint32_t x, uint32_t mask, uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(x), "r"(mask), "r"(bits));
+  return d;
+#else
+  return (x & mask) | bits;
 #endif
 }
 
@@ -156,18 +182,19 @@ FP4MOE_HD uint32_t frag_word_load(uint32_t stored) {
 // mantissa at 6, as the scale folding expects). The low byte of a value's bf16 depends on
 // (mantissa, exponent low) = stored bits 1-0, the high byte on (sign, exponent high) = stored
 // bits 3-2: two 4-entry tables in one 8-byte PRMT table, indexed by selector nibbles that the
-// memory layout (frag_word_store) already holds in place: 4 PRMT + 5 integer operations for
-// 8 values.
+// memory layout (frag_word_store) already holds in place: per 8 values 4 PRMT and 2 LOP3 on
+// the integer pipe, 3 shifts as IMAD.HI on the FMA pipe.
 FP4MOE_HD void frag_decode_word(uint32_t q, uint32_t (&a)[4]) {
   constexpr uint32_t kLow = 0xC0408000u;   // bytes 0-3: index (m, e0) -> e0 << 7 | m << 6
   constexpr uint32_t kHigh = 0x81800100u;  // bytes 4-7: index 4 + (s, e1) -> s << 7 | e1
   constexpr uint32_t kHighTable = 0x40404040u;  // selector nibbles 1 and 3 of each register index kHigh
-  const uint32_t sel01 = (q & 0x33333333u) | kHighTable;         // a_0: bits 0-15, a_1: bits 16-31
-  const uint32_t sel23 = ((q >> 2) & 0x33333333u) | kHighTable;  // a_2, a_3
+  constexpr uint32_t kSelBits = 0x33333333u;    // the selector bits of every nibble
+  const uint32_t sel01 = and_or(q, kSelBits, kHighTable);              // a_0: bits 0-15, a_1: bits 16-31
+  const uint32_t sel23 = and_or(shr_fma(q, 2), kSelBits, kHighTable);  // a_2, a_3
   a[0] = byte_perm(kLow, kHigh, sel01);
-  a[1] = byte_perm(kLow, kHigh, sel01 >> 16);
+  a[1] = byte_perm(kLow, kHigh, shr_fma(sel01, 16));
   a[2] = byte_perm(kLow, kHigh, sel23);
-  a[3] = byte_perm(kLow, kHigh, sel23 >> 16);
+  a[3] = byte_perm(kLow, kHigh, shr_fma(sel23, 16));
 }
 // Byte index of the scale of (expert e, device row n, k).
 FP4MOE_HD int64_t frag_scale(int64_t e, int64_t n, int64_t k, int N, int Kp, int block) {
