@@ -427,8 +427,20 @@ Sm90Config choose_sm90_config(const Sm90Problem& p);
 // "" when `device` runs the wgmma kernels (an sm_90 device, and this build has sm_90a code),
 // else why not. Checked once per device.
 std::string why_no_sm90(int device);
-// How many times the wgmma kernels were launched in this process (tests: proves they ran).
+// How many times the wgmma kernels were launched in this process (tests: proves they ran),
+// and how many of those launches were the warp-specialized kernels'.
 int64_t sm90_launches();
+int64_t sm90_ws_launches();
+// Which wgmma kernels run: rs (the default: A decoded into registers) or ws (warp-specialized:
+// producer warpgroups decode A into shared memory for consumer warpgroups). The environment's
+// FP4MOE_SM90_KERNEL=ws selects ws, read at the first call; set_sm90_kernel overrides it for
+// the whole process (tests run both kernels).
+enum class Sm90Kernel { rs, ws };
+Sm90Kernel sm90_kernel();
+void set_sm90_kernel(Sm90Kernel k);
+// Tests: launch the warp-specialized kernels with at most `ctas` CTAs (0: the default, one per
+// SM), so that each CTA walks many (slot, row tile) units.
+void set_sm90_ws_grid_limit(int ctas);
 
 // ---------------------------------------------------------------------------
 // NVFP4 activations on the wgmma path: staging through bf16 (nvfp4_staging.cu; A staged by

@@ -32,13 +32,15 @@ __device__ __forceinline__ uint32_t scale_rows_bf16x2(uint32_t word, int byte, b
   return p * mul + add;
 }
 
-// Threads [0, kTok) only: the row tables of token tile `tile` of expert e.
+// Entry j of the row tables of token tile `tile` of expert e, j in [0, kTok) (by default the
+// thread index: threads [0, kTok) call it).
 //   s_orow [kTok]  output row of token j (begin[e] + tile * kTok + j), -1 past the expert's rows
 //   s_arow [kTok]  its A row (through a_gather when given), -1 likewise
 template <int kTok>
 __device__ __forceinline__ void fill_row_tables(int e, int tile, const int32_t* begin, const int32_t* count,
-                                                const int32_t* a_gather, int64_t* s_arow, int64_t* s_orow) {
-  const int j = threadIdx.x, row_in_expert = tile * kTok + j;
+                                                const int32_t* a_gather, int64_t* s_arow, int64_t* s_orow,
+                                                int j = int(threadIdx.x)) {
+  const int row_in_expert = tile * kTok + j;
   const bool valid = row_in_expert < count[e];
   const int64_t r = int64_t(begin[e]) + row_in_expert;
   s_orow[j] = valid ? r : -1;

@@ -38,10 +38,33 @@
 //
 // Work assignment as in the fast path: blockIdx.x = 256-row tile, blockIdx.y walks the
 // (expert, token tile) slots found by a warp scan over count[]. No atomics: deterministic.
+//
+// FP4MOE_SM90_KERNEL=ws (read once; set_sm90_kernel in tests): the warp-specialized kernels
+// instead, for A/B measurement (not yet timed; the default stays the RS kernel above).
+// Why: the RS kernel is latency-bound (H200 ncu, notes of 2026-11-30: 8-16 warps per SM,
+// issue slots 33% busy, ~6 cycles per issued instruction): each warpgroup decodes its next A
+// fragment with only one or two k16 wgmma in flight. The SS attempt (a469863) decoded A into
+// shared memory but with the whole CTA alternating decode and MMA between CTA barriers, and one
+// CTA per SM. Here the roles are split and overlap through mbarriers:
+//   - 4 warpgroups, 256 weight rows x 64 or 128 tokens (the same CTA tile and Sm90Config):
+//     2 consumer warpgroups issue SS wgmma (A and B from shared memory), 8 per k-block and
+//     warpgroup as one commit group, accumulators in registers, the same epilogues; 2
+//     producer warpgroups issue every stage's cp.async (B rows gathered through a_gather,
+//     fragment blocks, scales) and decode the FP4 weights into a 128-byte-swizzled bf16 A tile
+//     (producer warpgroup 2 + c for consumer warpgroup c: its half of each A buffer).
+//   - Shared memory: 3 A buffers (32 KiB each) + 5 stages of 25 KiB (128 tokens) or 7 of
+//     17 KiB (64 tokens): one CTA per SM, persistent (grid = SMs), walking (slot, row tile)
+//     units, so the producers load and decode the next unit while the consumers finish the
+//     last MMAs and the epilogue of the current one (row tables double-buffered).
+//   - Registers: 128 per thread at launch (512 threads); at 128 tokens the producers give 40
+//     back (setmaxnreg 88) and the consumers take them (168: the RS kernel's budget, now
+//     without the decode).
+//   - No CTA-wide barrier after the setup; the race-freedom argument is at the kernel.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -322,16 +345,412 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
 #endif  // FP4MOE_SM90A
 }
 
-std::atomic<int64_t> g_launches{0};
+// ===========================================================================
+// The warp-specialized kernel (FP4MOE_SM90_KERNEL=ws; see the file header for why)
+// ===========================================================================
+//
+// CTA = 4 warpgroups (512 threads), 256 weight rows x kTok tokens of one expert, as above:
+//   warpgroups 0, 1: consumers. Warpgroup c issues the SS wgmma of fragment rows c*8 .. c*8+7
+//     (m-tiles 2c, 2c+1 of the A tile); warp wl owns fragment rows fb = c*8 + 2*wl, fb + 1 and
+//     holds their accumulators acc[mt][nt][c] in the RS kernel's layout (same epilogues).
+//   warpgroups 2, 3: producers. All 256 threads share the cp.async loads of each stage, and
+//     warpgroup 2 + c decodes the fragment rows that consumer warpgroup c reads into its half
+//     of an A buffer, so each (producer, consumer) pair hands A over through its own barriers.
+//
+// Dynamic shared memory, from its first 1024-byte boundary:
+//   [A buffer 0 .. kWsABufs-1][stage 0 .. kStages-1]
+//   A buffer: bf16 [4 m-tiles][64 rows][64 k], K-major, 128-byte swizzle (the layout
+//     wgmma_desc_kmajor_sw128 names); m-tile 2c + mt, row 16*wl + r holds row r (0..15) of
+//     fragment row c*8 + 2*wl + mt: the wgmma's D rows of warp wl are that fragment row.
+//   stage: [B tile][16 fragment blocks][their scales]
+//     B tile: bf16 [kTok][64 k], K-major, 128-byte swizzle (chunk ch of token j at ch ^ j % 8)
+//     block b (512 B): gemm_internal.hpp's 16-byte lane slots [lane 32] stored as [t 4][g 8]
+//       (the slot of lane 4g + t at (8t + g) * 16): the decode's reads are conflict-free
+//     scales: block b at b * 64 bytes, as gemm_internal.hpp lays them out ([g 8][c][half 2])
+//
+// Barriers (mbarriers, shared memory; `it` counts the CTA's k-blocks over all its slots, the
+// same in every role since every slot has KB of them; fill f of a ring slot = it / ring size):
+//   full[s]      256 arrivals: each producer thread's cp.async.mbarrier.arrive.noinc, made
+//                when its copies of the stage have landed
+//   empty[s]     512: every thread once per fill, after its last read of the stage (consumers:
+//                B, once the wgmma group that read it is complete; producers: W and scales)
+//   a_full[a][c] 128: the threads of producer warpgroup 2 + c, after writing A buffer a's half
+//                c and fence.proxy.async
+//   a_empty[a][c] 128: the threads of consumer warpgroup c, once the wgmma group that read A
+//                buffer a's half c is complete
+//   slot_full[b] / slot_empty[b] 256 / 256: the row tables of the CTA's unit n (n-th
+//                (slot, row tile) it walks) live in set b = n % 2; the producers fill them,
+//                the consumers release them after their epilogue
+//
+// Race freedom (who waits for which phase before reading or overwriting each buffer):
+//  - stage s, fill f = k-block it: producers write it (cp.async) only after waiting for
+//    empty[s] phase f - 1, i.e. after all 512 threads released fill f - 1: the consumers'
+//    wgmma of it - kStages completed (wait_group), the producers' reads of its weights done.
+//    Consumers and decoders read it only after full[s] phase f: every producer's copies of it
+//    have landed. No thread can be two phases behind on either barrier: phase f + 1 of full
+//    needs fill f + 1, which needs this thread's own release of fill f; phase f of empty needs
+//    fill f, which needs the waiting producer's own copies and arrive.
+//  - A buffer a, half c, fill f: producer warpgroup 2 + c writes it after a_empty[a][c] phase
+//    f - 1 (consumer warpgroup c's wgmma group of k-block it - kWsABufs complete), then
+//    fence.proxy.async (its generic writes -> wgmma's async proxy), then arrives on a_full;
+//    consumer warpgroup c issues the wgmma that read it only after a_full[a][c] phase f.
+//  - B data are written by cp.async (generic proxy) of other threads: each consumer thread
+//    executes fence.proxy.async after its full wait and before its wgmma (the producers
+//    cannot: they do not observe when their copies land).
+//  - Row tables set b, unit n: the producers rewrite it (n >= 2) only after slot_empty[b]
+//    phase n/2 - 1 (every consumer thread finished unit n - 2's epilogue); the consumers read
+//    the expert and output rows only after slot_full[b] phase n/2 (every producer wrote its
+//    part: warp 0 of the producers the expert and tile, threads [0, kTok) the rows; a named
+//    barrier among the producers orders the expert before the rows are filled).
+//  - The accumulators are written by wgmma only until wait_group 0 after a slot's k loop.
+// No CTA-wide barrier after the barriers' initialization: the producers start the next unit
+// (row tables, loads, decode) while the consumers finish the last k-blocks and the epilogue.
+//
+// To check on the first GPU run (not run yet): the CudaGemmWs* and CudaGemmSm90Kernels/ws
+// tests, then compute-sanitizer --tool racecheck / synccheck on a few of them; ncu on the
+// producer warps: fence.proxy.async compiles to MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S, and if
+// that MEMBAR waits for the thread's own cp.async in flight (stall reason "membar"), the loads
+// must move to warps that do not decode.
+constexpr int kWsConsumerWgs = 2;
+constexpr int kWsThreads = 4 * 128;
+constexpr int kWsConsumerThreads = kWsConsumerWgs * 128;
+constexpr int kWsProducerThreads = kWsThreads - kWsConsumerThreads;
+constexpr int kWsABufs = 3;               // A buffers: the decode may run up to two k-blocks ahead of the MMAs
+constexpr int kWsProducerBarrier = 1;     // bar.sync id of the producer threads (0 is __syncthreads')
+constexpr int kWsLaunchRegs = 65536 / kWsThreads;  // 128: the registers per thread at launch (1 CTA per SM)
+constexpr int kMTileRows = 64;                            // the wgmma M
+constexpr int kMTileBytes = kMTileRows * kFragK * 2;      // bf16 [64 rows][64 k]: 8 KiB
+constexpr int kATileBytes = kSm90RowTile * kFragK * 2;    // bf16 [256 rows][64 k]: 32 KiB, 4 m-tiles
+constexpr int kSwizzleAtom = 1024;                        // 8 rows of 128 B: where the 128-byte swizzle repeats
+constexpr int kWsBarrierBytes = 512;                      // room for the mbarriers in static shared memory
+static_assert(kBlocksPerCta * 8 * 2 == kWsProducerThreads,
+              "the decode gives each producer thread one (fragment row, row pair g / g+8, k-step pair)");
+static_assert(kBlocksPerCta * 32 % kWsProducerThreads == 0, "the fragment blocks' 16-byte slots divide evenly");
 
-// The listed instantiations: token tile {64, 128} x {GEMM 1, GEMM 2}.
+template <int NT>
+struct WsTile {
+  static constexpr int kTok = 8 * NT;                             // tokens per CTA = the wgmma N
+  static constexpr int kBBytes = kTok * 128;
+  static constexpr int kWBytes = kBlocksPerCta * kFragWords * 4;  // 8 KiB
+  static constexpr int kSBytes = kBlocksPerCta * 64;              // room for NVFP4's 64 B per block
+  static constexpr int kStageBytes = kBBytes + kWBytes + kSBytes;
+  static constexpr int kTableBytes = 2 * 2 * kTok * 8 + 2 * 2 * 4;  // two sets of row tables, experts, tiles
+  // The stages take what the A buffers leave of one CTA's shared memory: 5 at 128 tokens
+  // (25 KiB each), 7 at 64 (17 KiB). One CTA per SM: the A buffers (96 KiB) do not fit twice.
+  static constexpr int kStages =
+      (kSmemPerCta - kTableBytes - kWsBarrierBytes - kSwizzleAtom - kWsABufs * kATileBytes) / kStageBytes;
+  // k-blocks the loads run ahead of the decode. The refill of the stage of k-block it + kPrefetch
+  // waits for the release of it + kPrefetch - kStages = it - 3, which the consumers give when
+  // they free A buffer (it - 3) % 3, the one the decode of it waits for anyway: a deeper
+  // prefetch would stall the decode on the loads' barrier.
+  static constexpr int kPrefetch = kStages - kWsABufs;
+  static constexpr int kSmem = kSwizzleAtom + kWsABufs * kATileBytes + kStages * kStageBytes;
+  static constexpr int kBarriers = 2 * kStages + 2 * kWsABufs * kWsConsumerWgs + 4;
+  // 128 tokens: the consumers' 128 accumulators (+ the epilogue) need more than the 128
+  // registers per thread that 512 threads get at launch; the producers give theirs up
+  // (setmaxnreg). 64 tokens: 128 each is enough (0: no setmaxnreg).
+  static constexpr int kProducerRegs = NT == 16 ? 88 : 0;
+  static constexpr int kConsumerRegs = NT == 16 ? 168 : 0;
+  static_assert(kProducerRegs * kWsProducerThreads + kConsumerRegs * kWsConsumerThreads <= kWsLaunchRegs * kWsThreads,
+                "the registers the roles ask for must be the ones the CTA got at launch");
+  static_assert(kStageBytes % kSwizzleAtom == 0 && kATileBytes % kSwizzleAtom == 0 && kMTileBytes % kSwizzleAtom == 0,
+                "every A m-tile and B tile must start 1024-byte aligned: the 128-byte swizzle repeats every 8 rows");
+  static_assert(kBarriers * 8 <= kWsBarrierBytes, "the mbarriers must fit their reserved bytes");
+  static_assert(kSmem + kTableBytes + kWsBarrierBytes <= kSmemPerCta, "one CTA's shared memory must fit the opt-in limit");
+  static_assert(kPrefetch >= 2, "keep at least two k-blocks of loads ahead of the decode");
+  static_assert((kTok * 8) % kWsProducerThreads == 0, "the B tile's 16-byte chunks must divide evenly over the producers");
+  static_assert(kTok <= kWsProducerThreads, "one producer thread per token row fills the row tables");
+};
+
+template <int NT, bool GEMM1>
+__global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
+#if defined(FP4MOE_SM90A)
+  using T = WsTile<NT>;
+  constexpr int kTok = T::kTok, kStages = T::kStages, kPrefetch = T::kPrefetch;
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ int s_expert[2], s_tile[2];
+  __shared__ int64_t s_arow[2][kTok];  // A row of token j of the slots using set b, -1 past the expert's rows
+  __shared__ int64_t s_orow[2][kTok];  // output row of token j, -1 likewise
+  __shared__ uint64_t full_bar[kStages], empty_bar[kStages];
+  __shared__ uint64_t a_full_bar[kWsABufs][kWsConsumerWgs], a_empty_bar[kWsABufs][kWsConsumerWgs];
+  __shared__ uint64_t slot_full_bar[2], slot_empty_bar[2];
+  auto addr = [](const void* q) { return uint32_t(__cvta_generic_to_shared(q)); };
+
+  const uint32_t raw = addr(smem_raw);
+  const uint32_t pad = (kSwizzleAtom - raw % kSwizzleAtom) % kSwizzleAtom;
+  uint8_t* const a_bufs = smem_raw + pad;
+  uint8_t* const stages = a_bufs + kWsABufs * kATileBytes;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbarrier_init(addr(&full_bar[s]), kWsProducerThreads);
+      ptx::mbarrier_init(addr(&empty_bar[s]), kWsThreads);
+    }
+    for (int a = 0; a < kWsABufs; ++a)
+      for (int c = 0; c < kWsConsumerWgs; ++c) {
+        ptx::mbarrier_init(addr(&a_full_bar[a][c]), 128);
+        ptx::mbarrier_init(addr(&a_empty_bar[a][c]), 128);
+      }
+    for (int b = 0; b < 2; ++b) {
+      ptx::mbarrier_init(addr(&slot_full_bar[b]), kWsProducerThreads);
+      ptx::mbarrier_init(addr(&slot_empty_bar[b]), kWsConsumerThreads);
+    }
+  }
+  __syncthreads();  // the barriers' initialization, visible to all
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // The warpgroup through a shuffle: the compiler then knows it is warp-uniform.
+  const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4, 0), wl = warp % 4;
+  const WeightMatrix& w = p.w;
+  const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
+  const bool mx = w.block == 32;
+  const int sb = frag_scale_bytes(w.block);
+  // The persistent walk: unit u = (slot u / row_tiles, 256-row tile u % row_tiles), the CTAs
+  // taking u = blockIdx.x, + gridDim.x, ... (the CTAs next to each other share a slot's B).
+  const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
+  const int64_t units = p.tiles * row_tiles;
+
+  if (wg >= kWsConsumerWgs) {
+    // ================= producers: loads of every stage, decode of half of each A buffer =================
+    if constexpr (T::kProducerRegs > 0) ptx::setmaxnreg_dec<T::kProducerRegs>();
+    const int c = wg - kWsConsumerWgs;  // the consumer warpgroup this warpgroup decodes for
+    const int ptid = int(threadIdx.x) - kWsConsumerThreads;
+
+    // The decode (the mapping of the SS kernel of a469863): lanes 0-15 of warp wl decode
+    // fragment row fd = c*8 + 2*wl, lanes 16-31 fd + 1 (what consumer warp wl of warpgroup c
+    // reads); lane dg + 8 dh does rows dg and dg + 8, k-steps 2dh and 2dh + 1, i.e. the words
+    // (k-steps 2dh, 2dh + 1) of the four lane slots 4dg + t, t = 0..3, which together hold
+    // whole 16-byte chunks 4dh..4dh+3 of both rows: eight 16-byte stores per k-block.
+    // Reads: per t, 16 lanes read 8 bytes each of one contiguous 128 B ([t][g] slots), no
+    // conflict; stores: the 8 lanes of one store phase (dg = 0..7) hit chunks x ^ dg, 8
+    // different bank groups.
+    const int dmt = lane / 16, dg = lane % 8, dh = (lane / 8) % 2;
+    const int fd = c * 8 + 2 * wl + dmt;
+    bool d_ok = false;  // per unit: fragment row fd is below N (past N: zero weights; the stage holds stale bytes there)
+    const int d_frag = T::kBBytes + fd * (kFragWords * 4) + dg * 16 + dh * 8;  // + t * 128 for lane slot 4dg + t
+    // The scale bytes of rows dg, dg + 8 for k-steps 2dh, 2dh + 1 in one aligned word: NVFP4
+    // [c 4][half 2] from c = 2dh (bytes 2i, 2i + 1 for k-step 2dh + i); MX [c 2][half 2] from
+    // c = 0 (column dh at bytes 2dh, 2dh + 1 for both k-steps).
+    const int d_scale = T::kBBytes + T::kWBytes + fd * 64 + dg * (sb / 8) + (mx ? 0 : 4 * dh);
+    const int d_sbyte[2] = {mx ? 2 * dh : 0, mx ? 2 * dh : 2};
+    // Row dg of fragment row fd in the A buffer (row dg + 8 is one swizzle atom on); chunk
+    // 4dh + x sits at chunk (4dh + x) ^ dg = d_x ^ x.
+    const int d_row = (c * 2 + dmt) * kMTileBytes + (16 * wl + dg) * 128;
+    const int d_x = (4 * dh) ^ dg;
+    auto decode = [&](const uint8_t* st, uint8_t* a_buf) {
+      uint2 q[4];  // [t]: words of k-steps 2dh (x), 2dh + 1 (y) of lane slot 4dg + t
+      uint32_t sw = 0u;
+#pragma unroll
+      for (int tt = 0; tt < 4; ++tt)
+        q[tt] = d_ok ? *reinterpret_cast<const uint2*>(st + d_frag + tt * 128) : make_uint2(0u, 0u);
+      if (d_ok) sw = *reinterpret_cast<const uint32_t*>(st + d_scale);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {  // k-step 2dh + i: chunks 4dh + 2i (its k 0-7), 4dh + 2i + 1 (k 8-15)
+        const uint32_t s = sm80::scale_rows_bf16x2(sw, d_sbyte[i], mx);  // row dg low, dg + 8 high
+        uint32_t v[4][4];  // [t][j]: weight_a_frag's a_j of lane slot 4dg + t, before the scale
+#pragma unroll
+        for (int tt = 0; tt < 4; ++tt) frag_decode_word(i == 0 ? q[tt].x : q[tt].y, v[tt]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {  // a_j: row dg (j even) or dg + 8, k 2t.. (j < 2) or 8 + 2t..
+          uint4 chunk;
+          if (j % 2 == 0)
+            chunk = make_uint4(ptx::mul_bf16x2_low(v[0][j], s), ptx::mul_bf16x2_low(v[1][j], s),
+                               ptx::mul_bf16x2_low(v[2][j], s), ptx::mul_bf16x2_low(v[3][j], s));
+          else
+            chunk = make_uint4(ptx::mul_bf16x2_high(v[0][j], s), ptx::mul_bf16x2_high(v[1][j], s),
+                               ptx::mul_bf16x2_high(v[2][j], s), ptx::mul_bf16x2_high(v[3][j], s));
+          *reinterpret_cast<uint4*>(a_buf + d_row + (j % 2) * kSwizzleAtom + (d_x ^ (2 * i + j / 2)) * 16) = chunk;
+        }
+      }
+    };
+
+    // The loads: each producer thread copies the same places of every stage.
+    // B: chunk cb (k 8cb..8cb+7 of the k-block) of tokens jb + 32i.
+    constexpr int kBChunks = kTok * 8 / kWsProducerThreads;
+    const int jb = ptid / 8, cb = ptid % 8;
+    const int b_dst = jb * 128 + sm80::a_bf16_swizzle(jb, cb);  // (jb + 32i) % 8 = jb % 8: + i * 32 * 128
+    // Weights: lane slot sl = ch % 32 of fragment row ch / 32, ch = ptid + i * 256.
+    constexpr int kWChunks = kBlocksPerCta * 32 / kWsProducerThreads;
+    int w_dst[kWChunks];
+#pragma unroll
+    for (int i = 0; i < kWChunks; ++i) {
+      const int ch = ptid + i * kWsProducerThreads, blk = ch / 32, sl = ch % 32;
+      w_dst[i] = T::kBBytes + blk * (kFragWords * 4) + ((sl % 4) * 8 + sl / 4) * 16;  // [t][g]
+    }
+    // Scales: 16-byte part s_part of fragment row s_blk's sb bytes (the first sb threads).
+    const int s_blk = ptid / (sb / 16), s_part = ptid % (sb / 16);
+    const int s_dst = T::kBBytes + T::kWBytes + s_blk * 64 + s_part * 16;
+
+    uint32_t it = 0;  // the CTA's k-blocks so far
+    int n = 0;        // the CTA's units so far
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
+      const int64_t slot = u / row_tiles;
+      const int nb0 = int(u % row_tiles) * kBlocksPerCta;
+      const int b = n % 2;
+      ptx::mbarrier_wait_parity(addr(&slot_empty_bar[b]), ((n / 2) & 1) ^ 1);  // unit n - 2's epilogue is done
+      if (ptid < 32) sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, lane, &s_expert[b], &s_tile[b]);
+      ptx::named_barrier_sync(kWsProducerBarrier, kWsProducerThreads);
+      const int e = s_expert[b];
+      if (e >= 0 && ptid < kTok)
+        sm80::fill_row_tables<kTok>(e, s_tile[b], p.rows.begin, p.rows.count, p.a_gather, s_arow[b], s_orow[b],
+                                    ptid);
+      ptx::named_barrier_sync(kWsProducerBarrier, kWsProducerThreads);  // the A rows, visible to all producers
+      ptx::mbarrier_arrive(addr(&slot_full_bar[b]));
+      if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
+
+      // Sources of k-block 0 (+ a per-k-block stride). B: row 0's past the expert's rows, so
+      // every source address is in bounds; bit i of b_rows says whether token jb + 32i is real.
+      const uint8_t* b_src[kBChunks];
+      uint32_t b_rows = 0;
+#pragma unroll
+      for (int i = 0; i < kBChunks; ++i) {
+        const int64_t row = s_arow[b][jb + 32 * i];
+        b_src[i] = reinterpret_cast<const uint8_t*>(p.a_bf16 + max(row, int64_t(0)) * K + cb * 8);
+        b_rows |= row >= 0 ? 1u << i : 0u;
+      }
+      const uint8_t* expert_q = reinterpret_cast<const uint8_t*>(w.q) + int64_t(e) * NB * KB * (kFragWords * 4);
+      uint32_t w_row[kWChunks];  // byte offset of the slot in the expert's k-block-0 fragment blocks, ~0u past N
+#pragma unroll
+      for (int i = 0; i < kWChunks; ++i) {
+        const int ch = ptid + i * kWsProducerThreads, blk = ch / 32, sl = ch % 32;
+        w_row[i] = nb0 + blk < NB ? uint32_t(nb0 + blk) * uint32_t(KB) * uint32_t(kFragWords * 4) + uint32_t(sl) * 16u
+                                  : ~0u;
+      }
+      const bool s_on = s_blk < kBlocksPerCta && nb0 + s_blk < NB;
+      const uint8_t* s_src = w.scale + ((int64_t(e) * NB + nb0 + s_blk) * KB) * sb + s_part * 16;
+      d_ok = nb0 + fd < NB;
+
+      // Stage of the CTA's k-block itl <- k-block kb of the slot; then the arrival on full.
+      auto load = [&](uint32_t itl, int kb) {
+        const int s = int(itl % kStages);
+        ptx::mbarrier_wait_parity(addr(&empty_bar[s]), ((itl / kStages) & 1) ^ 1);
+        uint8_t* st = stages + s * T::kStageBytes;
+        const bool k_ok = kb * kFragK + cb * 8 < K;  // past K: zeros (the weights are zero there too)
+        const int b_off = k_ok ? kb * (kFragK * 2) : 0;
+#pragma unroll
+        for (int i = 0; i < kBChunks; ++i)
+          ptx::cp_async_16(st + b_dst + i * 32 * 128, b_src[i] + b_off, k_ok && (b_rows >> i) % 2 != 0);
+#pragma unroll
+        for (int i = 0; i < kWChunks; ++i)
+          if (w_row[i] != ~0u) ptx::cp_async_16(st + w_dst[i], expert_q + w_row[i] + kb * (kFragWords * 4), true);
+        if (s_on) ptx::cp_async_16(st + s_dst, s_src + kb * sb, true);
+        ptx::cp_async_mbarrier_arrive_noinc(addr(&full_bar[s]));
+      };
+
+      for (int kb = 0; kb < kPrefetch && kb < KB; ++kb) load(it + kb, kb);
+      for (int kb = 0; kb < KB; ++kb, ++it) {
+        if (kb + kPrefetch < KB) load(it + kPrefetch, kb + kPrefetch);
+        const int s = int(it % kStages), a = int(it % kWsABufs);
+        ptx::mbarrier_wait_parity(addr(&full_bar[s]), (it / kStages) & 1);                // k-block it landed
+        ptx::mbarrier_wait_parity(addr(&a_empty_bar[a][c]), ((it / kWsABufs) & 1) ^ 1);  // A half free
+        decode(stages + s * T::kStageBytes, a_bufs + a * kATileBytes);
+        ptx::fence_proxy_async_shared();  // this thread's A writes -> the consumers' wgmma
+        ptx::mbarrier_arrive(addr(&a_full_bar[a][c]));
+        ptx::mbarrier_arrive(addr(&empty_bar[s]));  // its weights and scales are read
+      }
+    }
+  } else {
+    // ================= consumers: SS wgmma of their two m-tiles, then the epilogue =================
+    if constexpr (T::kConsumerRegs > 0) ptx::setmaxnreg_inc<T::kConsumerRegs>();
+    const int c = wg;
+    const int g = lane / 4, t = lane % 4;
+    const int fb = c * 8 + 2 * wl;  // the warp's fragment rows in the CTA: fb (m-tile 0), fb + 1 (m-tile 1)
+    // Descriptors of A buffer 0's m-tile 2c and stage 0's B tile. The start address field
+    // (bits 0-13, address >> 4) never carries into the next field (shared addresses < 2^18),
+    // so other buffers, stages, m-tiles and k-steps add (byte offset >> 4).
+    const uint64_t desc_a = ptx::wgmma_desc_kmajor_sw128(raw + pad + uint32_t(c * 2 * kMTileBytes));
+    const uint64_t desc_b = ptx::wgmma_desc_kmajor_sw128(raw + pad + uint32_t(kWsABufs * kATileBytes));
+    auto release = [&](uint32_t itr) {  // k-block itr's wgmma group is complete
+      ptx::mbarrier_arrive(addr(&empty_bar[itr % kStages]));
+      ptx::mbarrier_arrive(addr(&a_empty_bar[itr % kWsABufs][c]));
+    };
+
+    uint32_t it = 0;
+    int n = 0;
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
+      const int nb0 = int(u % row_tiles) * kBlocksPerCta;
+      const int b = n % 2;
+      ptx::mbarrier_wait_parity(addr(&slot_full_bar[b]), (n / 2) & 1);
+      const int e = s_expert[b];
+      if (e < 0) return;
+
+      // acc[mt][nt][c]: m-tile mt (fragment row fb + mt), tokens nt*8 + 2t + c%2, rows g (c < 2), g+8
+      float acc[2][NT][4];
+      sm80::zero_acc<NT, true>(acc);  // zeroed before the first wgmma_fence
+      for (int kb = 0; kb < KB; ++kb, ++it) {
+        const int s = int(it % kStages), a = int(it % kWsABufs);
+        ptx::mbarrier_wait_parity(addr(&full_bar[s]), (it / kStages) & 1);        // B of k-block it landed
+        ptx::mbarrier_wait_parity(addr(&a_full_bar[a][c]), (it / kWsABufs) & 1);  // its A is decoded
+        ptx::fence_proxy_async_shared();  // the producers' cp.async B data -> this thread's wgmma
+        const uint64_t da = desc_a + uint64_t(a * kATileBytes / 16);
+        const uint64_t db = desc_b + uint64_t(s * T::kStageBytes / 16);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)  // k-step kk: bytes 32kk..32kk+31 of every row (the hardware swizzles the full address)
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+            ptx::wgmma_m64k16_bf16_ss<NT>(acc[mt], da + uint64_t((mt * kMTileBytes + 32 * kk) / 16),
+                                          db + uint64_t(32 * kk / 16));
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<1>();  // k-block it - 1's group is complete: its stage and A half are free
+        if (kb > 0) release(it - 1);
+      }
+      ptx::wgmma_wait_group<0>();
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) ptx::reg_fence(acc[mt][nt][cc]);  // read only after the wait
+      if (KB > 0) release(it - 1);
+
+      // ---- epilogue: the fast path's, on the warp's fragment rows nbw, nbw + 1 ----
+      const int nbw = nb0 + fb;  // even
+      if (nbw < NB) {            // NB is even for GEMM 1, so both m-tiles are real there
+        const float mult = w.epi[e] * p.a_mult;
+        const volatile int64_t* orow = s_orow[b];  // read at each use (registers: see the RS kernel)
+        auto out_row = [&](int nt, int cc) -> int64_t { return orow[nt * 8 + 2 * t + cc]; };
+        if constexpr (GEMM1) {
+          sm80::Epilogue ep = p.epi;
+          ep.h_fp4 = nullptr;  // NVFP4 h: requantized from the bf16 h by a second kernel (staging)
+          sm80::epilogue_gemm1<NT>(ep, w, e, nbw, g, mult, acc, out_row);
+        } else {
+          sm80::epilogue_gemm2<NT>(p.epi, w, e, nbw, g, mult, acc, out_row);
+        }
+      }
+      ptx::mbarrier_arrive(addr(&slot_empty_bar[b]));  // this thread is done with the slot's tables
+    }
+  }
+#endif  // FP4MOE_SM90A
+}
+
+std::atomic<int64_t> g_launches{0}, g_ws_launches{0};
+
+// The kernel choice: -1 until first asked, then an Sm90Kernel.
+std::atomic<int> g_kernel{-1};
+// Tests: at most this many CTAs for the warp-specialized kernels (0: one per SM).
+std::atomic<int> g_ws_grid_limit{0};
+
+// The listed instantiations: kernel {rs, ws} x token tile {64, 128} x {GEMM 1, GEMM 2}.
 template <bool GEMM1>
-void launch(const Sm90Config& c, const Params& p, cudaStream_t stream) {
+void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t stream) {
   const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y));
-  if (c.token_tile == 64) sm90_grouped_gemm<8, GEMM1><<<grid, kThreads, Tile<8>::kSmem, stream>>>(p);
-  else sm90_grouped_gemm<16, GEMM1><<<grid, kThreads, Tile<16>::kSmem, stream>>>(p);
+  const bool ws = sm90_kernel() == Sm90Kernel::ws;
+  if (ws) {
+    // Persistent: one CTA per SM (what its shared memory allows) walks the units.
+    int64_t ctas = std::min<int64_t>(c.grid_x * c.tiles, multiprocessor_count(device));
+    if (const int limit = g_ws_grid_limit.load(std::memory_order_relaxed); limit > 0)
+      ctas = std::min<int64_t>(ctas, limit);
+    const dim3 ws_grid(unsigned(std::max<int64_t>(ctas, 1)));
+    if (c.token_tile == 64) sm90_ws_gemm<8, GEMM1><<<ws_grid, kWsThreads, WsTile<8>::kSmem, stream>>>(p);
+    else sm90_ws_gemm<16, GEMM1><<<ws_grid, kWsThreads, WsTile<16>::kSmem, stream>>>(p);
+  } else {
+    if (c.token_tile == 64) sm90_grouped_gemm<8, GEMM1><<<grid, kThreads, Tile<8>::kSmem, stream>>>(p);
+    else sm90_grouped_gemm<16, GEMM1><<<grid, kThreads, Tile<16>::kSmem, stream>>>(p);
+  }
   FP4MOE_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);
+  if (ws) g_ws_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
 // "" when every sm90 kernel has sm_90a code for `device` (and may use its shared memory),
@@ -364,7 +783,11 @@ std::string check_device(int device) {
        {prepare_kernel(sm90_grouped_gemm<8, true>, Tile<8>::kSmem, "gemm1 tile 64"),
         prepare_kernel(sm90_grouped_gemm<16, true>, Tile<16>::kSmem, "gemm1 tile 128"),
         prepare_kernel(sm90_grouped_gemm<8, false>, Tile<8>::kSmem, "gemm2 tile 64"),
-        prepare_kernel(sm90_grouped_gemm<16, false>, Tile<16>::kSmem, "gemm2 tile 128")})
+        prepare_kernel(sm90_grouped_gemm<16, false>, Tile<16>::kSmem, "gemm2 tile 128"),
+        prepare_kernel(sm90_ws_gemm<8, true>, WsTile<8>::kSmem, "ws gemm1 tile 64"),
+        prepare_kernel(sm90_ws_gemm<16, true>, WsTile<16>::kSmem, "ws gemm1 tile 128"),
+        prepare_kernel(sm90_ws_gemm<8, false>, WsTile<8>::kSmem, "ws gemm2 tile 64"),
+        prepare_kernel(sm90_ws_gemm<16, false>, WsTile<16>::kSmem, "ws gemm2 tile 128")})
     if (!why.empty()) return why;
   return "";
 }
@@ -375,9 +798,10 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
   if (!gemm_log_on()) return;
   const bool runs = c.use && refused.empty();
   char line[768];
-  std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s (%s%s%s)", which,
+  std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s (%s%s%s)", which,
                 (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "",
                 runs ? (c.token_tile == 64 ? "wgmma, 64 tokens" : "wgmma, 128 tokens") : "fast path",
+                runs && sm90_kernel() == Sm90Kernel::ws ? ", warp-specialized" : "",
                 runs && staged ? " via bf16 staging" : "", c.why.c_str(), refused.empty() ? "" : "; ",
                 refused.c_str());
   gemm_log(line);
@@ -438,6 +862,21 @@ std::string why_no_sm90(int device) {
 }
 
 int64_t sm90_launches() { return g_launches.load(std::memory_order_relaxed); }
+int64_t sm90_ws_launches() { return g_ws_launches.load(std::memory_order_relaxed); }
+
+Sm90Kernel sm90_kernel() {
+  int k = g_kernel.load(std::memory_order_relaxed);
+  if (k < 0) {
+    const char* v = std::getenv("FP4MOE_SM90_KERNEL");
+    const int from_env = int(v && std::strcmp(v, "ws") == 0 ? Sm90Kernel::ws : Sm90Kernel::rs);
+    // The first caller's reading wins (a set_sm90_kernel in between stays).
+    k = g_kernel.compare_exchange_strong(k, from_env, std::memory_order_relaxed) ? from_env : k;
+  }
+  return Sm90Kernel(k);
+}
+
+void set_sm90_kernel(Sm90Kernel k) { g_kernel.store(int(k), std::memory_order_relaxed); }
+void set_sm90_ws_grid_limit(int ctas) { g_ws_grid_limit.store(ctas, std::memory_order_relaxed); }
 
 // Why the wgmma kernels decline NVFP4 A: gemm1/gemm2 stage it to bf16 wherever these kernels
 // could run, so it arrives here only when that was impossible.
@@ -467,7 +906,7 @@ bool sm90_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) 
   p.epi.alpha = cw.desc.swiglu_alpha;
   p.epi.limit = cw.desc.swiglu_limit;
   p.epi.h_bf16 = h;
-  launch<true>(c, p, stream);
+  launch<true>(c, p, cw.device, stream);
   if (a.h_fp4) stage_bf16_to_nvfp4(h, I, a.rows, E, a.h_gs, a.h_fp4, a.h_scale, stream);
   return true;
 }
@@ -478,7 +917,7 @@ bool sm90_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) 
   if (!c.use) return false;
   Params p = base_params(c, cw.w2, a.rows, a.a_bf16, a.a_dq);
   p.epi.y = a.y;
-  launch<false>(c, p, stream);
+  launch<false>(c, p, cw.device, stream);
   return true;
 }
 

@@ -608,6 +608,45 @@ INSTANTIATE_TEST_SUITE_P(CudaGemmCases, CudaGemm,
                                   path_name(std::get<1>(info.param));
                          });
 
+// Runs the wgmma path on `kernel` (set_sm90_kernel) for its lifetime, then restores the choice.
+class Sm90KernelScope {
+ public:
+  explicit Sm90KernelScope(Sm90Kernel kernel) : before_(sm90_kernel()) { set_sm90_kernel(kernel); }
+  ~Sm90KernelScope() { set_sm90_kernel(before_); }
+  Sm90KernelScope(const Sm90KernelScope&) = delete;
+
+ private:
+  Sm90Kernel before_;
+};
+
+// The warp-specialized wgmma kernels (FP4MOE_SM90_KERNEL=ws) on the prefill cases, against the
+// host computation as the *_sm90 cases check the default kernels; where the device and build
+// have wgmma code they must really run: one ws launch per GEMM. Grid limit 0: one CTA per SM
+// (the test shapes give each CTA at most one unit); 3: each CTA walks many (slot, row tile)
+// units, across experts, row tiles and partial tiles (the row tables' two sets, the barriers'
+// phases carried from unit to unit).
+class CudaGemmWs : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(CudaGemmWs, MatchesHost) {
+  SKIP_WITHOUT_GPU();
+  const auto [i, grid_limit] = GetParam();
+  const Spec& spec = specs()[size_t(i)];
+  if (!spec.large) GTEST_SKIP() << "not a prefill case: the wgmma kernels do not run";
+  const Sm90KernelScope scope(Sm90Kernel::ws);
+  set_sm90_ws_grid_limit(grid_limit);
+  const int64_t before = sm90_ws_launches();
+  check_problem(spec, GemmPath::sm90);
+  set_sm90_ws_grid_limit(0);
+  EXPECT_EQ(sm90_ws_launches() - before, why_no_sm90(0).empty() ? 2 : 0) << "ws launches for gemm1 and gemm2";
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaGemmWsCases, CudaGemmWs,
+                         ::testing::Combine(::testing::Range(0, int(specs().size())), ::testing::Values(0, 3)),
+                         [](const auto& info) {
+                           return specs()[size_t(std::get<0>(info.param))].name + "_ws" +
+                                  (std::get<1>(info.param) ? "_3ctas" : "");
+                         });
+
 // No rows at all (rows_bound 0): nothing is launched, nothing written.
 TEST(CudaGemmEdge, NoRows) {
   SKIP_WITHOUT_GPU();
@@ -1040,9 +1079,13 @@ TEST(CudaGemmSm90, RunsOnHopper) {
 // prefill size, too large for the host computation: the wgmma kernels against the fast path.
 // Both are exact up to the order of the fp32 sums (SPEC §4), so h (bf16) may differ by a
 // rounding and y by fp32 reordering; a layout or pipeline error differs by O(1).
-TEST(CudaGemmSm90, MatchesFastOnKimiShapes) {
+class CudaGemmSm90Kernels : public ::testing::TestWithParam<Sm90Kernel> {};
+
+TEST_P(CudaGemmSm90Kernels, MatchesFastOnKimiShapes) {
   SKIP_WITHOUT_GPU();
   if (const std::string why = why_no_sm90(0); !why.empty()) GTEST_SKIP() << "no wgmma kernels here: " << why;
+  const Sm90KernelScope scope(GetParam());
+  const int64_t ws_before = sm90_ws_launches();
   // 300 rows: 3 tiles of 128 (the last of 44); 129: 2 (the last of 1); 64 and 1: one partial.
   const Spec s{"kimi_shapes", 7168, 2048, 5, WeightFormat::nvfp4, false, Activation::silu, false, {300, 129, 0, 64, 1},
                false, 41};
@@ -1089,7 +1132,11 @@ TEST(CudaGemmSm90, MatchesFastOnKimiShapes) {
   EXPECT_EQ(sm90_launches() - before, 2);
   expect_untouched(yw, covered, size_t(s.H * 4), "y");
   compare(payload<float>(yf), payload<float>(yw), s.H, 1e-4, 1e-4, "y");
+  EXPECT_EQ(sm90_ws_launches() - ws_before, GetParam() == Sm90Kernel::ws ? 2 : 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaGemmSm90Kernels, ::testing::Values(Sm90Kernel::rs, Sm90Kernel::ws),
+                         [](const auto& info) { return std::string(info.param == Sm90Kernel::ws ? "ws" : "rs"); });
 
 // W4A4 on the sm90 path (NVFP4 A staged to bf16, the wgmma kernels, bf16 h requantized) against
 // the fast path (NVFP4 A decoded in registers, h requantized in the GEMM-1 epilogue), on
