@@ -121,17 +121,6 @@ FP4MOE_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
 #endif
 }
 
-// x >> k for 0 < k < 32. On the device the high word of x * 2^(32 - k) (IMAD.HI), which issues
-// on the FMA pipe: the weight decode's PRMT and LOP3 fill the integer pipe, which takes half
-// as many instructions per cycle.
-FP4MOE_HD uint32_t shr_fma(uint32_t x, int k) {
-#if defined(__CUDA_ARCH__)
-  return __umulhi(x, 1u << (32 - k));
-#else
-  return x >> k;
-#endif
-}
-
 // (x & mask) | bits in one LOP3 (PTX lop3.b32, table 0xEA = (a & b) | c); the compiler splits
 // it into two when both constants are immediates.
 FP4MOE_HD uint32_t and_or(uint32_t x, uint32_t mask, uint32_t bits) {
@@ -182,19 +171,19 @@ FP4MOE_HD uint32_t frag_word_load(uint32_t stored) {
 // mantissa at 6, as the scale folding expects). The low byte of a value's bf16 depends on
 // (mantissa, exponent low) = stored bits 1-0, the high byte on (sign, exponent high) = stored
 // bits 3-2: two 4-entry tables in one 8-byte PRMT table, indexed by selector nibbles that the
-// memory layout (frag_word_store) already holds in place: per 8 values 4 PRMT and 2 LOP3 on
-// the integer pipe, 3 shifts as IMAD.HI on the FMA pipe.
+// memory layout (frag_word_store) already holds in place: per 8 values 4 PRMT, 2 LOP3 and 3
+// shifts. (The shifts as IMAD.HI on the FMA pipe measured 5-12% slower at every T.)
 FP4MOE_HD void frag_decode_word(uint32_t q, uint32_t (&a)[4]) {
   constexpr uint32_t kLow = 0xC0408000u;   // bytes 0-3: index (m, e0) -> e0 << 7 | m << 6
   constexpr uint32_t kHigh = 0x81800100u;  // bytes 4-7: index 4 + (s, e1) -> s << 7 | e1
   constexpr uint32_t kHighTable = 0x40404040u;  // selector nibbles 1 and 3 of each register index kHigh
   constexpr uint32_t kSelBits = 0x33333333u;    // the selector bits of every nibble
-  const uint32_t sel01 = and_or(q, kSelBits, kHighTable);              // a_0: bits 0-15, a_1: bits 16-31
-  const uint32_t sel23 = and_or(shr_fma(q, 2), kSelBits, kHighTable);  // a_2, a_3
+  const uint32_t sel01 = and_or(q, kSelBits, kHighTable);        // a_0: bits 0-15, a_1: bits 16-31
+  const uint32_t sel23 = and_or(q >> 2, kSelBits, kHighTable);   // a_2, a_3
   a[0] = byte_perm(kLow, kHigh, sel01);
-  a[1] = byte_perm(kLow, kHigh, shr_fma(sel01, 16));
+  a[1] = byte_perm(kLow, kHigh, sel01 >> 16);
   a[2] = byte_perm(kLow, kHigh, sel23);
-  a[3] = byte_perm(kLow, kHigh, shr_fma(sel23, 16));
+  a[3] = byte_perm(kLow, kHigh, sel23 >> 16);
 }
 // Byte index of the scale of (expert e, device row n, k).
 FP4MOE_HD int64_t frag_scale(int64_t e, int64_t n, int64_t k, int N, int Kp, int block) {
@@ -431,13 +420,17 @@ std::string why_no_sm90(int device);
 // and how many of those launches were the warp-specialized kernels'.
 int64_t sm90_launches();
 int64_t sm90_ws_launches();
-// Which wgmma kernels run: rs (the default: A decoded into registers) or ws (warp-specialized:
-// producer warpgroups decode A into shared memory for consumer warpgroups). The environment's
-// FP4MOE_SM90_KERNEL=ws selects ws, read at the first call; set_sm90_kernel overrides it for
-// the whole process (tests run both kernels).
-enum class Sm90Kernel { rs, ws };
+// Which wgmma kernels run: rs (A decoded into registers), ws (warp-specialized: producer
+// warpgroups decode A into shared memory for consumer warpgroups), or automatic (the default:
+// ws at 128-token tiles, rs at 64, the faster of the two at each on the H200: kimi-k2 T = 16384
+// 33.1 ms ws against 41.8 rs; T = 2048 and 8192, 64-token tiles, 8.8 / 22.6 ws against 7.2 /
+// 18.5 rs). The environment's FP4MOE_SM90_KERNEL=rs|ws forces one, read at the first call;
+// set_sm90_kernel overrides it for the whole process (tests run every kernel).
+enum class Sm90Kernel { automatic, rs, ws };
 Sm90Kernel sm90_kernel();
 void set_sm90_kernel(Sm90Kernel k);
+// Whether the wgmma launch of config `c` runs the warp-specialized kernel.
+bool sm90_runs_ws(const Sm90Config& c);
 // Tests: launch the warp-specialized kernels with at most `ctas` CTAs (0: the default, one per
 // SM), so that each CTA walks many (slot, row tile) units.
 void set_sm90_ws_grid_limit(int ctas);

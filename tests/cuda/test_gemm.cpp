@@ -619,33 +619,66 @@ class Sm90KernelScope {
   Sm90Kernel before_;
 };
 
-// The warp-specialized wgmma kernels (FP4MOE_SM90_KERNEL=ws) on the prefill cases, against the
-// host computation as the *_sm90 cases check the default kernels; where the device and build
-// have wgmma code they must really run: one ws launch per GEMM. Grid limit 0: one CTA per SM
-// (the test shapes give each CTA at most one unit); 3: each CTA walks many (slot, row tile)
-// units, across experts, row tiles and partial tiles (the row tables' two sets, the barriers'
-// phases carried from unit to unit).
-class CudaGemmWs : public ::testing::TestWithParam<std::tuple<int, int>> {};
+// Each wgmma kernel forced (set_sm90_kernel: rs, ws) on the prefill cases, against the host
+// computation as the *_sm90 cases check the default choice; where the device and build have
+// wgmma code the forced kernel must really run. ws grid limit 0: one CTA per SM (the test
+// shapes give each CTA at most one unit); 3: each CTA walks many (slot, row tile) units,
+// across experts, row tiles and partial tiles (the row tables' two sets, the barriers' phases
+// carried from unit to unit).
+enum class Forced { rs, ws, ws_3ctas };
 
-TEST_P(CudaGemmWs, MatchesHost) {
+class CudaGemmSm90Forced : public ::testing::TestWithParam<std::tuple<int, Forced>> {};
+
+TEST_P(CudaGemmSm90Forced, MatchesHost) {
   SKIP_WITHOUT_GPU();
-  const auto [i, grid_limit] = GetParam();
-  const Spec& spec = specs()[size_t(i)];
+  const auto [i, forced] = GetParam();
+  const Spec spec = specs()[size_t(i)];  // a copy: specs() returns by value
   if (!spec.large) GTEST_SKIP() << "not a prefill case: the wgmma kernels do not run";
-  const Sm90KernelScope scope(Sm90Kernel::ws);
-  set_sm90_ws_grid_limit(grid_limit);
-  const int64_t before = sm90_ws_launches();
+  const Sm90KernelScope scope(forced == Forced::rs ? Sm90Kernel::rs : Sm90Kernel::ws);
+  set_sm90_ws_grid_limit(forced == Forced::ws_3ctas ? 3 : 0);
+  const int64_t before = sm90_launches(), ws_before = sm90_ws_launches();
   check_problem(spec, GemmPath::sm90);
   set_sm90_ws_grid_limit(0);
-  EXPECT_EQ(sm90_ws_launches() - before, why_no_sm90(0).empty() ? 2 : 0) << "ws launches for gemm1 and gemm2";
+  // gemm1 and gemm2, each run twice (check_problem's determinism check).
+  const int64_t launches = why_no_sm90(0).empty() ? 4 : 0;
+  EXPECT_EQ(sm90_launches() - before, launches) << "wgmma launches for gemm1 and gemm2";
+  EXPECT_EQ(sm90_ws_launches() - ws_before, forced == Forced::rs ? 0 : launches) << "of them warp-specialized";
 }
 
-INSTANTIATE_TEST_SUITE_P(CudaGemmWsCases, CudaGemmWs,
-                         ::testing::Combine(::testing::Range(0, int(specs().size())), ::testing::Values(0, 3)),
+INSTANTIATE_TEST_SUITE_P(Cases, CudaGemmSm90Forced,
+                         ::testing::Combine(::testing::Range(0, int(specs().size())),
+                                            ::testing::Values(Forced::rs, Forced::ws, Forced::ws_3ctas)),
                          [](const auto& info) {
-                           return specs()[size_t(std::get<0>(info.param))].name + "_ws" +
-                                  (std::get<1>(info.param) ? "_3ctas" : "");
+                           const Forced f = std::get<1>(info.param);
+                           return specs()[size_t(std::get<0>(info.param))].name +
+                                  (f == Forced::rs ? "_rs" : f == Forced::ws ? "_ws" : "_ws_3ctas");
                          });
+
+// The default choice: the warp-specialized kernels at 128-token tiles, the RS kernels at 64;
+// a forced kernel everywhere.
+TEST(CudaGemmSm90Choice, WsAt128TokenTiles) {
+  Sm90Config c64, c128;
+  c64.use = c128.use = true;
+  c64.token_tile = 64;
+  c128.token_tile = 128;
+  {
+    const Sm90KernelScope scope(Sm90Kernel::automatic);
+    EXPECT_FALSE(sm90_runs_ws(c64));
+    EXPECT_TRUE(sm90_runs_ws(c128));
+    // kimi-k2 (E = 384, N = 2I = 4096): T = 8192 gives 171 rows per expert (three 64-token
+    // tiles, odd: 64), T = 16384 341 (six: 128).
+    EXPECT_FALSE(sm90_runs_ws(choose_sm90_config({8192 * 8, 384, 4096, 7168})));
+    EXPECT_TRUE(sm90_runs_ws(choose_sm90_config({16384 * 8, 384, 4096, 7168})));
+  }
+  {
+    const Sm90KernelScope scope(Sm90Kernel::rs);
+    EXPECT_FALSE(sm90_runs_ws(c128));
+  }
+  {
+    const Sm90KernelScope scope(Sm90Kernel::ws);
+    EXPECT_TRUE(sm90_runs_ws(c64));
+  }
+}
 
 // No rows at all (rows_bound 0): nothing is launched, nothing written.
 TEST(CudaGemmEdge, NoRows) {
