@@ -113,6 +113,18 @@ __device__ __forceinline__ void zero_acc(float (&acc)[2][NT][4]) {
       }
 }
 
+// Each accumulator through a reg_fence: after wgmma_wait_group<0>, so that no read of them
+// (the epilogue) is scheduled before the wait (the wgmma kernels).
+template <int NT>
+__device__ __forceinline__ void fence_acc(float (&acc)[2][NT][4]) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) ptx::reg_fence(acc[mt][nt][c]);
+}
+
 // A bf16 A tile is [tok][64 k], 128 B per token; 16-byte chunk ch (k 8ch..8ch+7) of token j
 // sits at j * 128 + a_bf16_swizzle(j, ch): chunks are XOR-swizzled by row so that
 // ldmatrix's 8 row addresses (8 tokens, one chunk) fall in 8 different bank groups.

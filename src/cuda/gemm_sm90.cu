@@ -167,6 +167,21 @@ struct Params {
   sm80::Epilogue epi;
 };
 
+// Both kernels' epilogue: the fast path's, on the warp's fragment rows nbw, nbw + 1 of expert e.
+// NVFP4 h is not written here: a second kernel requantizes it from the bf16 h (staging).
+template <int NT, bool GEMM1, class OutRow>
+__device__ __forceinline__ void epilogue(const Params& p, int e, int nbw, int g, const float (&acc)[2][NT][4],
+                                         OutRow out_row) {
+  const float mult = p.w.epi[e] * p.a_mult;
+  if constexpr (GEMM1) {
+    sm80::Epilogue ep = p.epi;
+    ep.h_fp4 = nullptr;
+    sm80::epilogue_gemm1<NT>(ep, p.w, e, nbw, g, mult, acc, out_row);
+  } else {
+    sm80::epilogue_gemm2<NT>(p.epi, p.w, e, nbw, g, mult, acc, out_row);
+  }
+}
+
 template <int NT, bool GEMM1>
 __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90_grouped_gemm(const Params p) {
 #if defined(FP4MOE_SM90A)
@@ -316,29 +331,16 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
       }
     }
     ptx::wgmma_wait_group<0>();
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) ptx::reg_fence(acc[mt][nt][c]);  // read only after the wait
+    sm80::fence_acc(acc);  // read only after the wait
     ptx::cp_async_wait_group<0>();
 
     // ---- epilogue: the fast path's, on the warp's fragment rows nbw, nbw + 1 ----
     const int nbw = nb0 + fb;  // even
     if (nbw < NB) {            // NB is even for GEMM 1, so both m-tiles are real there
-      const float mult = w.epi[e] * p.a_mult;
       // Read from shared memory at each use: held in registers, 2 * NT row indices (int64)
       // would sit next to the 4 * NT accumulators of each m-tile.
       const volatile int64_t* orow = s_orow;
-      auto out_row = [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; };
-      if constexpr (GEMM1) {
-        sm80::Epilogue ep = p.epi;
-        ep.h_fp4 = nullptr;  // NVFP4 h: requantized from the bf16 h by a second kernel (staging)
-        sm80::epilogue_gemm1<NT>(ep, w, e, nbw, g, mult, acc, out_row);
-      } else {
-        sm80::epilogue_gemm2<NT>(p.epi, w, e, nbw, g, mult, acc, out_row);
-      }
+      epilogue<NT, GEMM1>(p, e, nbw, g, acc, [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; });
     }
     __syncthreads();  // the row tables and stages are reused by the next slot
   }
@@ -696,27 +698,14 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
         if (kb > 0) release(it - 1);
       }
       ptx::wgmma_wait_group<0>();
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int cc = 0; cc < 4; ++cc) ptx::reg_fence(acc[mt][nt][cc]);  // read only after the wait
+      sm80::fence_acc(acc);  // read only after the wait
       if (KB > 0) release(it - 1);
 
       // ---- epilogue: the fast path's, on the warp's fragment rows nbw, nbw + 1 ----
       const int nbw = nb0 + fb;  // even
       if (nbw < NB) {            // NB is even for GEMM 1, so both m-tiles are real there
-        const float mult = w.epi[e] * p.a_mult;
         const volatile int64_t* orow = s_orow[b];  // read at each use (registers: see the RS kernel)
-        auto out_row = [&](int nt, int cc) -> int64_t { return orow[nt * 8 + 2 * t + cc]; };
-        if constexpr (GEMM1) {
-          sm80::Epilogue ep = p.epi;
-          ep.h_fp4 = nullptr;  // NVFP4 h: requantized from the bf16 h by a second kernel (staging)
-          sm80::epilogue_gemm1<NT>(ep, w, e, nbw, g, mult, acc, out_row);
-        } else {
-          sm80::epilogue_gemm2<NT>(p.epi, w, e, nbw, g, mult, acc, out_row);
-        }
+        epilogue<NT, GEMM1>(p, e, nbw, g, acc, [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; });
       }
       ptx::mbarrier_arrive(addr(&slot_empty_bar[b]));  // this thread is done with the slot's tables
     }
