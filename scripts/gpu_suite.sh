@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole GPU suite, run on the GPU machine from the repository root:
-#   bash scripts/gpu_suite.sh [stages...]    stages: tests sanitize bench python (default), compare, profile, ep, table
+#   bash scripts/gpu_suite.sh [stages...]    stages: tests sanitize bench python (default), compare, profile, stalls, ep, table
 # Binaries come prebuilt (scripts/build_gpu_carry.sh puts them in .carry/bin), or are built
 # here into build-gpu when .carry/bin is absent. Logs go to $OUT (or ./gpu-out).
 set -uo pipefail
@@ -97,17 +97,34 @@ for stage in $stages; do
       done ;;
     profile)
       # Per-kernel durations of one forward (ncu, one pass: gpu__time_duration only), per GEMM
-      # path and token count: where the layer's time goes.
-      for gemm in ${PROFILE_GEMMS:-fast stream}; do
-        for tok in ${PROFILE_TOKENS:-1 32}; do
+      # path and token count: where the layer's time goes. PROFILE_GEMMS: FP4MOE_GEMM values
+      # (sm90 is the default chain: decode, wgmma, fast).
+      for gemm in ${PROFILE_GEMMS:-sm90}; do
+        for tok in ${PROFILE_TOKENS:-1 32 2048}; do
           FP4MOE_GEMM=$gemm timeout ${PROFILE_TIMEOUT:-120} ncu --clock-control none --metrics gpu__time_duration.sum \
-            --kernel-name regex:'stream_|sm80_grouped|sm90_grouped|splitk_|naive_gemm|permute_|combine|_rows_kernel|writeback|route_kernel|batched_rows' --launch-skip 0 \
-            --launch-count ${PROFILE_LAUNCHES:-40} --csv --print-units base \
+            --launch-skip 0 --launch-count ${PROFILE_LAUNCHES:-40} --csv --print-units base \
             "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} --tokens $tok --iters 1 --copies 1 --no-check --no-ceilings \
             --no-baseline >"$OUT/profile-$gemm-$tok.csv" 2>"$OUT/profile-$gemm-$tok.err"
           note "profile $gemm T=$tok rc=$?"
           python3 scripts/ncu_breakdown.py "$OUT/profile-$gemm-$tok.csv" | tail -12
         done
+      done ;;
+    stalls)
+      # Where the GEMM kernels' warps stall, per SASS instruction: ncu's warp-state samples
+      # (SourceCounters), one launch of each kernel below at kimi-k2 shapes with 64 experts
+      # (STALL_EXPERTS), printed by scripts/ncu_source_top.py (the instructions with the most
+      # samples and their stall reasons). Cases: kernel regex @ tokens.
+      for case in ${STALL_CASES:-sm90_ws_gemm@4096 sm90_grouped_gemm@2048 sm80_grouped_gemm@512 decode_grouped_gemm@1}; do
+        kern=${case%@*} tok=${case#*@}
+        rep="$OUT/stalls-$kern-$tok"
+        timeout ${STALL_TIMEOUT:-150} ncu --clock-control none -k regex:"$kern" --launch-count 1 \
+          --section WarpStateStats --section SourceCounters --section SchedulerStats -f -o "$rep" \
+          "$BIN/fp4moe" bench --model ${BENCH_MODEL:-kimi-k2} --experts ${STALL_EXPERTS:-64} --tokens $tok --iters 1 \
+          --warmup 0 --sets 1 --no-check --no-ceilings --no-baseline >"$rep.log" 2>&1
+        rc=$?
+        ncu --import "$rep.ncu-rep" --page source --print-source sass --csv >"$rep.csv" 2>>"$rep.log"
+        note "stalls $kern T=$tok rc=$rc"
+        python3 scripts/ncu_source_top.py "$rep.csv" | head -40
       done ;;
     table)
       # The full bench table (issue 4): every preset, W4A16 and W4A4, T = 1 ... 16384, the

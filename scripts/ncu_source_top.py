@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Where a kernel's warps stall, from ncu's source page (SASS with warp-state samples).
+
+    ncu --import REPORT.ncu-rep --page source --print-source sass --csv > REPORT.csv
+    python3 scripts/ncu_source_top.py REPORT.csv [--top N]
+
+Prints the total samples, the samples per opcode (the first word of the SASS, predicate
+stripped), and the N instructions with the most samples. ncu names its sample columns
+differently across versions, so the sample column is found by name ("Warp Stall Sampling
+(All Samples)", else the first column with "Sampl" in its name); a file without one is
+described instead of guessed at.
+"""
+import argparse
+import csv
+import re
+import sys
+from collections import Counter
+
+
+def number(text):
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return 0.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("csv")
+    ap.add_argument("--top", type=int, default=25)
+    args = ap.parse_args()
+    with open(args.csv, newline="", errors="replace") as f:
+        rows = [r for r in csv.reader(f) if r]
+    header_at = next((i for i, r in enumerate(rows) if any("Source" == c.strip() for c in r)), None)
+    if header_at is None:
+        print(f"{args.csv}: no 'Source' column; first lines:")
+        for r in rows[:5]:
+            print("  ", ",".join(r)[:160])
+        return 1
+    header = [c.strip() for c in rows[header_at]]
+    src = header.index("Source")
+    samples = next((i for i, c in enumerate(header) if c.startswith("Warp Stall Sampling (All")), None)
+    if samples is None:
+        samples = next((i for i, c in enumerate(header) if "Sampl" in c), None)
+    if samples is None:
+        print(f"{args.csv}: no sample column; columns: {header}")
+        return 1
+    body = [r for r in rows[header_at + 1:] if len(r) > max(src, samples)]
+    total = sum(number(r[samples]) for r in body)
+    print(f"{args.csv}: {len(body)} instructions, {total:.0f} samples ({header[samples]})")
+    if total <= 0:
+        return 0
+    by_op = Counter()
+    for r in body:
+        op = re.sub(r"^@!?U?P[0-9T]\s+", "", r[src].strip()).split(" ")[0]
+        by_op[op] += number(r[samples])
+    print("per opcode:", ", ".join(f"{op} {100 * n / total:.1f}%" for op, n in by_op.most_common(12)))
+    addr = header.index("Address") if "Address" in header else None
+    for r in sorted(body, key=lambda r: -number(r[samples]))[: args.top]:
+        where = r[addr] if addr is not None else ""
+        print(f"  {100 * number(r[samples]) / total:5.1f}%  {where:>8}  {r[src].strip()[:90]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
