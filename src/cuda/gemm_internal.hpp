@@ -370,12 +370,8 @@ inline constexpr int kDecodeMinKbPerSplit = 4;  // shortest K slice (k-blocks) w
 // 40 -> 111 us, 64 -> 122 us)
 inline constexpr int kDecodeWarpsPerSm = 40;
 
-struct DecodeProblem {
-  int64_t rows_bound = 0;   // upper bound on the rows of all experts together
-  int64_t num_experts = 0;  // E_local
-  int N = 0, K = 0;         // device rows, K
-  int num_sms = 132;        // of the device that runs it
-};
+// A decode shape, described as for split-K.
+using DecodeProblem = SplitKProblem;
 struct DecodeConfig {
   bool use = false;         // false: more than kDecodeTokenTile rows per active expert, or K unsplit
   int64_t grid_x = 0;       // row pairs: ceil(N / 32)

@@ -97,24 +97,10 @@ __device__ __forceinline__ int enter_slot(int64_t slot, int warp, int lane, cons
   return e;
 }
 
-// The warp's accumulators of its two m16 tiles x NT n8 tiles (the layout the epilogues
-// read), zeroed; FENCED: each also passes a reg_fence, so the zeroes are in place before a
-// following wgmma_fence (the wgmma kernels).
-template <int NT, bool FENCED = false>
-__device__ __forceinline__ void zero_acc(float (&acc)[2][NT][4]) {
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        acc[mt][nt][c] = 0.0f;
-        if constexpr (FENCED) ptx::reg_fence(acc[mt][nt][c]);
-      }
-}
-
-// Each accumulator through a reg_fence: after wgmma_wait_group<0>, so that no read of them
-// (the epilogue) is scheduled before the wait (the wgmma kernels).
+// Each of the warp's accumulators (two m16 tiles x NT n8 tiles, the layout the epilogues
+// read) through a reg_fence (the wgmma kernels): after wgmma_wait_group<0>, so that no read
+// of them (the epilogue) is scheduled before the wait; after zeroing, so that the zeroes are
+// in place before the first wgmma_fence.
 template <int NT>
 __device__ __forceinline__ void fence_acc(float (&acc)[2][NT][4]) {
 #pragma unroll
@@ -123,6 +109,18 @@ __device__ __forceinline__ void fence_acc(float (&acc)[2][NT][4]) {
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int c = 0; c < 4; ++c) ptx::reg_fence(acc[mt][nt][c]);
+}
+
+// The warp's accumulators, zeroed; FENCED: then passed through fence_acc.
+template <int NT, bool FENCED = false>
+__device__ __forceinline__ void zero_acc(float (&acc)[2][NT][4]) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[mt][nt][c] = 0.0f;
+  if constexpr (FENCED) fence_acc(acc);
 }
 
 // A bf16 A tile is [tok][64 k], 128 B per token; 16-byte chunk ch (k 8ch..8ch+7) of token j
