@@ -58,9 +58,11 @@ class DeviceArray {
 //   scratch    int32 (permute_scratch)     per-chunk expert offsets  (standard only)
 //   row_token  int32 (T*k)                 permuted position -> token (standard only)
 //   slot_row   int32 (T*k)                 slot t*k+j -> permuted position or -1 (standard only)
-//   a_bf16     bf16 (A_rows, H)            W4A16: GEMM-1 input when x is not usable as is
-//   a_fp4      u8 (A_rows, H/2)            W4A4: GEMM-1 input, two e2m1 per byte
-//   a_scale    e4m3 (A_rows, H/16)         W4A4: its linear block scales
+//   a_bf16     bf16 (A_rows, H)            W4A16: GEMM-1 input when x is not usable as is;
+//                                          W4A4 on a path that runs it on bf16 values
+//                                          (a_values): x's NVFP4 values, e2m1 * e4m3
+//   a_fp4      u8 (A_rows, H/2)            W4A4 otherwise: GEMM-1 input, two e2m1 per byte
+//   a_scale    e4m3 (A_rows, H/16)         its linear block scales
 //   h_bf16     bf16 (rows, I)              W4A16: act(gate, up)
 //   h_fp4      u8 (rows, I/2)              W4A4: act(gate, up) requantized
 //   h_scale    e4m3 (rows, I/16)           W4A4
@@ -77,7 +79,7 @@ struct Layout {
   size_t total = 0;
 };
 
-Layout layout(const LayerDesc& d, int64_t num_local, int64_t a_rows, int64_t rows, int64_t slots,
+Layout layout(const LayerDesc& d, bool a_values, int64_t num_local, int64_t a_rows, int64_t rows, int64_t slots,
               size_t partials_bytes) {
   Layout l;
   if (rows <= 0) return l;
@@ -95,9 +97,10 @@ Layout layout(const LayerDesc& d, int64_t num_local, int64_t a_rows, int64_t row
   l.scratch = take(size_t(cuda::permute_scratch_ints(slots, num_local)) * 4 * (slots > 0));
   l.row_token = take(size_t(slots) * 4);
   l.slot_row = take(size_t(slots) * 4);
-  l.a_bf16 = take(w4a4 ? 0 : size_t(a_rows) * H * 2);
-  l.a_fp4 = take(w4a4 ? size_t(a_rows) * H / 2 : 0);
-  l.a_scale = take(w4a4 ? size_t(a_rows) * H / 16 : 0);
+  const bool a_fp4 = w4a4 && !a_values;
+  l.a_bf16 = take(a_fp4 ? 0 : size_t(a_rows) * H * 2);
+  l.a_fp4 = take(a_fp4 ? size_t(a_rows) * H / 2 : 0);
+  l.a_scale = take(a_fp4 ? size_t(a_rows) * H / 16 : 0);
   l.h_bf16 = take(w4a4 ? 0 : size_t(rows) * I * 2);
   l.h_fp4 = take(w4a4 ? size_t(rows) * I / 2 : 0);
   l.h_scale = take(w4a4 ? size_t(rows) * I / 16 : 0);
@@ -123,6 +126,7 @@ class CudaBackend final : public Backend {
     device_id = dev;
     path_ = cuda::gemm_path();
     dw_ = cuda::upload_weights(*w_, dev);
+    a_values_ = desc.act_quant == ActQuant::nvfp4 && cuda::gemm_stages_activations(*dw_, path_);
     // expert_map (E) int32 global -> local or -1; identity when the checkpoint had none
     std::vector<int32_t> map = w_->expert_map;
     if (map.empty()) {
@@ -133,10 +137,10 @@ class CudaBackend final : public Backend {
   }
 
   size_t workspace_size(int64_t T) const override {
-    return layout(desc, num_local, T, T * desc.top_k, T * desc.top_k, partials_bytes(T * desc.top_k)).total;
+    return layout(desc, a_values_, num_local, T, T * desc.top_k, T * desc.top_k, partials_bytes(T * desc.top_k)).total;
   }
   size_t batched_workspace_size(int64_t M) const override {
-    return layout(desc, num_local, num_local * M, num_local * M, 0, partials_bytes(num_local * M)).total;
+    return layout(desc, a_values_, num_local, num_local * M, num_local * M, 0, partials_bytes(num_local * M)).total;
   }
 
   void forward(const ForwardArgs& args) const override {
@@ -146,7 +150,7 @@ class CudaBackend final : public Backend {
     if (args.apply_router_weight_on_input && k != 1)
       fail(ErrorKind::unsupported, "forward: apply_router_weight_on_input: got top_k " + std::to_string(k) +
                                        ", need top_k == 1 on the cuda backend");
-    const Layout l = layout(desc, num_local, T, T * k, T * k, partials_bytes(T * k));
+    const Layout l = layout(desc, a_values_, num_local, T, T * k, T * k, partials_bytes(T * k));
     const TensorView& ws = args.workspace;
     auto stream = static_cast<cudaStream_t>(args.stream);
     DeviceGuard guard(device_id);
@@ -215,7 +219,7 @@ class CudaBackend final : public Backend {
     const bool x_fp4 = X.dtype == DType::u8;
     if (x_fp4 && !w4a4)
       fail_arg("forward_batched: hidden_states: got NVFP4 data (u8), need bf16|f16|f32 for a W4A16 layer");
-    const Layout l = layout(desc, L, L * M, L * M, 0, partials_bytes(L * M));
+    const Layout l = layout(desc, a_values_, L, L * M, L * M, 0, partials_bytes(L * M));
     const TensorView& ws = args.workspace;
     auto stream = static_cast<cudaStream_t>(args.stream);
     DeviceGuard guard(device_id);
@@ -275,10 +279,16 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // GEMM-1 input: NVFP4 (W4A4), x itself (bf16, unweighted), or x converted to bf16.
+  // GEMM-1 input: NVFP4 (W4A4) as its bf16 values where the path runs them (a_values_) or as
+  // NVFP4 data, x itself (bf16, unweighted), or x converted to bf16.
   void prepare_a(const cuda::ActRows& src, const Layout& l, const TensorView& ws, cuda::Gemm1Args& g1,
                  cudaStream_t stream) const {
-    if (desc.act_quant == ActQuant::nvfp4) {
+    if (a_values_) {
+      uint16_t* a = at<uint16_t>(ws, l.a_bf16);
+      cuda::act_to_nvfp4_values(src, 1.0f / w_->a13_dq, a, stream);
+      g1.a_bf16 = a;
+      g1.a_dq = w_->a13_dq;
+    } else if (desc.act_quant == ActQuant::nvfp4) {
       uint8_t* data = at<uint8_t>(ws, l.a_fp4);
       uint8_t* scale = at<uint8_t>(ws, l.a_scale);
       cuda::act_to_nvfp4(src, 1.0f / w_->a13_dq, data, scale, stream);
@@ -328,6 +338,9 @@ class CudaBackend final : public Backend {
 
   std::shared_ptr<const HostWeights> w_;
   GemmPath path_ = GemmPath::fast;
+  // W4A4 on a path that runs NVFP4 activations as their bf16 values: x goes to GEMM 1 as those
+  // values, quantized and converted in one kernel (act_to_nvfp4_values).
+  bool a_values_ = false;
   std::unique_ptr<cuda::DeviceWeights> dw_;
   std::unique_ptr<DeviceArray> map_;
 };

@@ -103,6 +103,12 @@ GemmPath gemm_path();
 // GEMM 1's bf16 h (sm90_staging); the decision is the one gemm1/gemm2 make for the same rows.
 size_t gemm_scratch_bytes(const DeviceWeights& w, GemmPath path, int64_t rows_bound, int64_t row_space);
 
+// Whether `path` runs this layer's NVFP4 activations (W4A4) as their exact bf16 values (sm90
+// and decode, gemm_dispatch.cpp): gemm1/gemm2 stage NVFP4 A given to them into the scratch,
+// and a caller that has the activations unquantized can hand them over as those values at
+// once (act_to_nvfp4_values) with a_dq. False for W4A16 layers.
+bool gemm_stages_activations(const DeviceWeights& w, GemmPath path);
+
 // Bytes of fp32 partials the splitk path needs for gemm1 and gemm2 of `rows_bound` rows in a
 // row space of `row_space` rows (the larger of the two; they run one after the other, so one
 // buffer serves both). 0 when neither GEMM would split (they then run the fast path).

@@ -76,6 +76,10 @@ Args with_staged_activations(const Args& a, GemmPath path, const CudaWeights& w,
 
 }  // namespace
 
+bool gemm_stages_activations(const DeviceWeights& dw, GemmPath path) {
+  return stages_activations(path, static_cast<const CudaWeights&>(dw));
+}
+
 size_t gemm_scratch_bytes(const DeviceWeights& dw, GemmPath path, int64_t rows_bound, int64_t row_space) {
   if (path == GemmPath::splitk) return splitk_partials_bytes(dw, rows_bound, row_space);
   const auto& w = static_cast<const CudaWeights&>(dw);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "cuda/common/check.hpp"
+#include "cuda/gemm_internal.hpp"
 #include "cuda/pipeline.hpp"
 #include "fp4moe/format.h"
 
@@ -69,6 +70,27 @@ __device__ __forceinline__ void load_row(const SrcRows& s, int64_t r, int64_t c,
   }
 }
 
+// Block b (16 values) of row r quantized with q_scale gs: returns its scale code; lo, hi are
+// its 8 data bytes (two e2m1 per byte, low nibble first; bytes 0-3 in lo, 4-7 in hi).
+__device__ __forceinline__ uint8_t quantize_block(const SrcRows& s, int64_t r, int64_t b, float gs, uint32_t& lo,
+                                                  uint32_t& hi) {
+  float v[kNvfp4Block];
+  load_row<kNvfp4Block>(s, r, b * kNvfp4Block, v);
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kNvfp4Block; ++j) amax = amax_update(amax, v[j]);
+  const uint8_t sc = nvfp4_scale_code(amax, gs);
+  const float inv = nvfp4_inv_scale(sc, gs);
+  lo = hi = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    lo |= uint32_t(pack_e2m1(e2m1_from_f32(v[2 * j] * inv), e2m1_from_f32(v[2 * j + 1] * inv))) << (8 * j);
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    hi |= uint32_t(pack_e2m1(e2m1_from_f32(v[8 + 2 * j] * inv), e2m1_from_f32(v[9 + 2 * j] * inv))) << (8 * j);
+  return sc;
+}
+
 // data (rows, K/2), scale (rows, K/16): one thread per block of 16.
 __global__ void __launch_bounds__(kThreads) nvfp4_rows_kernel(SrcRows s, float gs, uint8_t* __restrict__ data,
                                                               uint8_t* __restrict__ scale) {
@@ -77,20 +99,8 @@ __global__ void __launch_bounds__(kThreads) nvfp4_rows_kernel(SrcRows s, float g
   if (i >= s.rows * nb) return;
   const int64_t r = i / nb, b = i % nb;
   if (!row_live(s, r)) return;
-  float v[kNvfp4Block];
-  load_row<kNvfp4Block>(s, r, b * kNvfp4Block, v);
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kNvfp4Block; ++j) amax = amax_update(amax, v[j]);
-  const uint8_t sc = nvfp4_scale_code(amax, gs);
-  const float inv = nvfp4_inv_scale(sc, gs);
-  uint32_t lo = 0, hi = 0;  // bytes 0-3 and 4-7 of the block's 8 data bytes
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    lo |= uint32_t(pack_e2m1(e2m1_from_f32(v[2 * j] * inv), e2m1_from_f32(v[2 * j + 1] * inv))) << (8 * j);
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    hi |= uint32_t(pack_e2m1(e2m1_from_f32(v[8 + 2 * j] * inv), e2m1_from_f32(v[9 + 2 * j] * inv))) << (8 * j);
+  uint32_t lo, hi;
+  const uint8_t sc = quantize_block(s, r, b, gs, lo, hi);
   uint8_t* d = data + r * (s.K / 2) + b * (kNvfp4Block / 2);
   if ((reinterpret_cast<uintptr_t>(d) & 7u) == 0) {
     *reinterpret_cast<uint2*>(d) = make_uint2(lo, hi);
@@ -102,6 +112,30 @@ __global__ void __launch_bounds__(kThreads) nvfp4_rows_kernel(SrcRows s, float g
     }
   }
   scale[r * nb + b] = sc;
+}
+
+// out (rows, K) bf16, the quantized values e2m1 * e4m3 (nvfp4_value_bf16, exact), without the
+// q_scale: what the staging kernel makes of nvfp4_rows_kernel's output, in one pass. One
+// thread per block of 16 (32 bytes out; out is 16-byte aligned and K % 16 == 0).
+__global__ void __launch_bounds__(kThreads) nvfp4_values_rows_kernel(SrcRows s, float gs,
+                                                                     uint16_t* __restrict__ out) {
+  const int64_t nb = s.K / kNvfp4Block;
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= s.rows * nb) return;
+  const int64_t r = i / nb, b = i % nb;
+  if (!row_live(s, r)) return;
+  uint32_t lo, hi;
+  const float sc = e4m3_to_f32(quantize_block(s, r, b, gs, lo, hi));
+  uint32_t w[8];  // [j]: values 2j (low half) and 2j + 1
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t byte = uint8_t((j < 4 ? lo : hi) >> (8 * (j % 4)));
+    w[j] = uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 0), sc)) | uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 1), sc))
+                                                                       << 16;
+  }
+  uint4* o = reinterpret_cast<uint4*>(out + r * s.K + b * kNvfp4Block);
+  o[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  o[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
 // out (rows, K) bf16: one thread per 8 columns.
@@ -155,6 +189,17 @@ void launch_nvfp4(const SrcRows& s, float gs, uint8_t* data, uint8_t* scale, cud
 
 void act_to_nvfp4(const ActRows& src, float gs, uint8_t* data, uint8_t* scale, cudaStream_t stream) {
   launch_nvfp4(make_src(src, true), gs, data, scale, stream);
+}
+
+void act_to_nvfp4_values(const ActRows& src, float gs, uint16_t* out, cudaStream_t stream) {
+  const SrcRows s = make_src(src, true);
+  if (s.K % kNvfp4Block != 0)
+    detail::fail_arg("activations: K: got " + std::to_string(s.K) + ", need a multiple of 16");
+  if (reinterpret_cast<uintptr_t>(out) % 16 != 0) detail::fail_arg("act_to_nvfp4_values: out: need 16-byte alignment");
+  const int64_t n = s.rows * (s.K / kNvfp4Block);
+  if (n <= 0) return;
+  nvfp4_values_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(s, gs, out);
+  FP4MOE_CUDA_CHECK_LAUNCH();
 }
 
 void act_to_bf16(const ActRows& src, uint16_t* out, cudaStream_t stream) {

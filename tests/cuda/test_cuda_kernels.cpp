@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.hpp"
+#include "cuda/gemm_internal.hpp"
 #include "cuda/pipeline.hpp"
 #include "format/quant.hpp"
 #include "fp4moe/format.h"
@@ -336,7 +337,8 @@ TEST(CudaQuantize, PlainRowsBitExactWithCpu) {
 }
 
 // The layer's preparation: round to bf16, times the row weight (rounded again), then
-// NVFP4 or bf16; batched rows past their group's count untouched.
+// NVFP4, its values as bf16 (e2m1 * e4m3, the host's nvfp4_value_bf16 of the oracle's bytes),
+// or bf16; batched rows past their group's count untouched.
 TEST(CudaQuantize, LayerActivationsMatchHostOracle) {
   FP4MOE_SKIP_WITHOUT_GPU();
   const uint64_t seed = fresh_seed();
@@ -367,7 +369,8 @@ TEST(CudaQuantize, LayerActivationsMatchHostOracle) {
         std::vector<uint8_t> want_d(size_t(rows * K / 2)), want_s(size_t(rows * K / 16));
         detail::nvfp4_quantize_rows(prepared.data(), rows, K, gs, want_d.data(), want_s.data());
 
-        DeviceBuffer x(bytes), d_w(w), d_counts(counts), d(want_d.size()), s(want_s.size()), b16(size_t(rows * K) * 2);
+        DeviceBuffer x(bytes), d_w(w), d_counts(counts), d(want_d.size()), s(want_s.size()), b16(size_t(rows * K) * 2),
+            vals(size_t(rows * K) * 2);
         cuda::ActRows src;
         src.x = x.data();
         src.dtype = dt;
@@ -381,7 +384,9 @@ TEST(CudaQuantize, LayerActivationsMatchHostOracle) {
         }
         cuda::act_to_nvfp4(src, gs, d.as<uint8_t>(), s.as<uint8_t>(), nullptr);
         cuda::act_to_bf16(src, b16.as<uint16_t>(), nullptr);
+        cuda::act_to_nvfp4_values(src, gs, vals.as<uint16_t>(), nullptr);
         const auto got_d = d.download<uint8_t>();
+        const auto got_v = vals.download<uint16_t>();
         const auto got_s = s.download<uint8_t>();
         const auto got_b = b16.download<uint16_t>();
         int bad = 0;
@@ -392,17 +397,21 @@ TEST(CudaQuantize, LayerActivationsMatchHostOracle) {
           const bool ok_s = live[r] ? std::memcmp(&got_s[r * K / 16], &want_s[r * K / 16], K / 16) == 0
                                     : std::all_of(&got_s[r * K / 16], &got_s[r * K / 16] + K / 16,
                                                   [](uint8_t v) { return v == 0xFF; });
-          bool ok_b = true;
-          for (int64_t i = 0; i < K; ++i)
+          bool ok_b = true, ok_v = true;
+          for (int64_t i = 0; i < K; ++i) {
             ok_b = ok_b && got_b[r * K + i] == (live[r] ? bf16_from_f32(prepared[r * K + i]) : uint16_t(0xFFFF));
-          if (!ok_d || !ok_s || !ok_b) {
+            const uint8_t code = unpack_e2m1(want_d[size_t((r * K + i) / 2)], int(i % 2));
+            const uint16_t value = cuda::nvfp4_value_bf16(code, e4m3_to_f32(want_s[size_t((r * K + i) / 16)]));
+            ok_v = ok_v && got_v[r * K + i] == (live[r] ? value : uint16_t(0xFFFF));
+          }
+          if (!ok_d || !ok_s || !ok_b || !ok_v) {
             ++bad;
             ADD_FAILURE() << "row " << r << (live[r] ? "" : " (past its count: must stay poison)")
                           << (ok_d ? "" : " nvfp4 data differs") << (ok_s ? "" : " scales differ")
-                          << (ok_b ? "" : " bf16 differs");
+                          << (ok_b ? "" : " bf16 differs") << (ok_v ? "" : " nvfp4 values differ");
           }
         }
-        for (const DeviceBuffer* b : {&d, &s, &b16}) EXPECT_EQ(b->guard_damage(), "");
+        for (const DeviceBuffer* b : {&d, &s, &b16, &vals}) EXPECT_EQ(b->guard_damage(), "");
       }
     }
   }
