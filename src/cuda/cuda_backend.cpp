@@ -63,9 +63,10 @@ class DeviceArray {
 //                                          (a_values): x's NVFP4 values, e2m1 * e4m3
 //   a_fp4      u8 (A_rows, H/2)            W4A4 otherwise: GEMM-1 input, two e2m1 per byte
 //   a_scale    e4m3 (A_rows, H/16)         its linear block scales
-//   h_bf16     bf16 (rows, I)              W4A16: act(gate, up)
-//   h_fp4      u8 (rows, I/2)              W4A4: act(gate, up) requantized
-//   h_scale    e4m3 (rows, I/16)           W4A4
+//   h_bf16     bf16 (rows, I)              W4A16: act(gate, up); W4A4 with a_values: its
+//                                          NVFP4 requantization's values, e2m1 * e4m3
+//   h_fp4      u8 (rows, I/2)              W4A4 otherwise: act(gate, up) requantized
+//   h_scale    e4m3 (rows, I/16)           its linear block scales
 //   y          f32 (rows, H)               GEMM-2 output, one row per routed slot
 //   partials   (gemm_scratch_bytes)        the GEMM path's scratch: splitk, stream, sm90 and decode for W4A4
 //                                          (bf16 staging of the NVFP4 activations) at prefill sizes
@@ -97,13 +98,13 @@ Layout layout(const LayerDesc& d, bool a_values, int64_t num_local, int64_t a_ro
   l.scratch = take(size_t(cuda::permute_scratch_ints(slots, num_local)) * 4 * (slots > 0));
   l.row_token = take(size_t(slots) * 4);
   l.slot_row = take(size_t(slots) * 4);
-  const bool a_fp4 = w4a4 && !a_values;
-  l.a_bf16 = take(a_fp4 ? 0 : size_t(a_rows) * H * 2);
-  l.a_fp4 = take(a_fp4 ? size_t(a_rows) * H / 2 : 0);
-  l.a_scale = take(a_fp4 ? size_t(a_rows) * H / 16 : 0);
-  l.h_bf16 = take(w4a4 ? 0 : size_t(rows) * I * 2);
-  l.h_fp4 = take(w4a4 ? size_t(rows) * I / 2 : 0);
-  l.h_scale = take(w4a4 ? size_t(rows) * I / 16 : 0);
+  const bool fp4_data = w4a4 && !a_values;  // the activations as NVFP4 data and scales
+  l.a_bf16 = take(fp4_data ? 0 : size_t(a_rows) * H * 2);
+  l.a_fp4 = take(fp4_data ? size_t(a_rows) * H / 2 : 0);
+  l.a_scale = take(fp4_data ? size_t(a_rows) * H / 16 : 0);
+  l.h_bf16 = take(fp4_data ? 0 : size_t(rows) * I * 2);
+  l.h_fp4 = take(fp4_data ? size_t(rows) * I / 2 : 0);
+  l.h_scale = take(fp4_data ? size_t(rows) * I / 16 : 0);
   l.y = take(size_t(rows) * H * 4);
   l.partials = take(partials_bytes);
   l.partials_bytes = partials_bytes;
@@ -137,10 +138,12 @@ class CudaBackend final : public Backend {
   }
 
   size_t workspace_size(int64_t T) const override {
-    return layout(desc, a_values_, num_local, T, T * desc.top_k, T * desc.top_k, partials_bytes(T * desc.top_k)).total;
+    const int64_t slots = T * desc.top_k;
+    return layout(desc, a_values_, num_local, T, slots, slots, partials_bytes(slots, false)).total;
   }
   size_t batched_workspace_size(int64_t M) const override {
-    return layout(desc, a_values_, num_local, num_local * M, num_local * M, 0, partials_bytes(num_local * M)).total;
+    const int64_t rows = num_local * M;
+    return layout(desc, a_values_, num_local, rows, rows, 0, partials_bytes(rows, true)).total;
   }
 
   void forward(const ForwardArgs& args) const override {
@@ -150,7 +153,7 @@ class CudaBackend final : public Backend {
     if (args.apply_router_weight_on_input && k != 1)
       fail(ErrorKind::unsupported, "forward: apply_router_weight_on_input: got top_k " + std::to_string(k) +
                                        ", need top_k == 1 on the cuda backend");
-    const Layout l = layout(desc, a_values_, num_local, T, T * k, T * k, partials_bytes(T * k));
+    const Layout l = layout(desc, a_values_, num_local, T, T * k, T * k, partials_bytes(T * k, false));
     const TensorView& ws = args.workspace;
     auto stream = static_cast<cudaStream_t>(args.stream);
     DeviceGuard guard(device_id);
@@ -219,7 +222,7 @@ class CudaBackend final : public Backend {
     const bool x_fp4 = X.dtype == DType::u8;
     if (x_fp4 && !w4a4)
       fail_arg("forward_batched: hidden_states: got NVFP4 data (u8), need bf16|f16|f32 for a W4A16 layer");
-    const Layout l = layout(desc, a_values_, L, L * M, L * M, 0, partials_bytes(L * M));
+    const Layout l = layout(desc, a_values_, L, L * M, L * M, 0, partials_bytes(L * M, true));
     const TensorView& ws = args.workspace;
     auto stream = static_cast<cudaStream_t>(args.stream);
     DeviceGuard guard(device_id);
@@ -305,7 +308,10 @@ class CudaBackend final : public Backend {
   }
 
   void set_h(const Layout& l, const TensorView& ws, cuda::Gemm1Args& g1) const {
-    if (desc.act_quant == ActQuant::nvfp4) {
+    if (a_values_) {
+      g1.h_values = at<uint16_t>(ws, l.h_bf16);
+      g1.h_gs = 1.0f / w_->a2_dq;
+    } else if (desc.act_quant == ActQuant::nvfp4) {
       g1.h_fp4 = at<uint8_t>(ws, l.h_fp4);
       g1.h_scale = at<uint8_t>(ws, l.h_scale);
       g1.h_gs = 1.0f / w_->a2_dq;
@@ -317,7 +323,10 @@ class CudaBackend final : public Backend {
   cuda::Gemm2Args gemm2_args(const cuda::ExpertRows& rows, const Layout& l, const TensorView& ws) const {
     cuda::Gemm2Args g2;
     g2.rows = rows;
-    if (desc.act_quant == ActQuant::nvfp4) {
+    if (a_values_) {
+      g2.a_bf16 = at<uint16_t>(ws, l.h_bf16);
+      g2.a_dq = w_->a2_dq;
+    } else if (desc.act_quant == ActQuant::nvfp4) {
       g2.a_fp4 = at<uint8_t>(ws, l.h_fp4);
       g2.a_scale = at<uint8_t>(ws, l.h_scale);
       g2.a_dq = w_->a2_dq;
@@ -329,8 +338,13 @@ class CudaBackend final : public Backend {
     return g2;
   }
 
-  // The GEMM path's scratch: one section serves gemm1 and then gemm2 (same stream).
-  size_t partials_bytes(int64_t rows) const { return cuda::gemm_scratch_bytes(*dw_, path_, rows, rows); }
+  // The GEMM path's scratch: one section serves gemm1 and then gemm2 (same stream). None for
+  // the standard format with a_values_: the GEMMs then get bf16 A and write h as values, so
+  // they stage nothing. The batched format keeps it: its input may arrive as NVFP4 data (EP
+  // dispatch), which gemm1 stages there.
+  size_t partials_bytes(int64_t rows, bool batched) const {
+    return a_values_ && !batched ? 0 : cuda::gemm_scratch_bytes(*dw_, path_, rows, rows);
+  }
   static void set_partials(const Layout& l, const TensorView& ws, float*& partials, size_t& bytes) {
     partials = l.partials_bytes ? at<float>(ws, l.partials) : nullptr;
     bytes = l.partials_bytes;
@@ -339,7 +353,8 @@ class CudaBackend final : public Backend {
   std::shared_ptr<const HostWeights> w_;
   GemmPath path_ = GemmPath::fast;
   // W4A4 on a path that runs NVFP4 activations as their bf16 values: x goes to GEMM 1 as those
-  // values, quantized and converted in one kernel (act_to_nvfp4_values).
+  // values, quantized and converted in one kernel (act_to_nvfp4_values), and GEMM 1 writes h as
+  // its values too (h_values), which GEMM 2 reads as bf16.
   bool a_values_ = false;
   std::unique_ptr<cuda::DeviceWeights> dw_;
   std::unique_ptr<DeviceArray> map_;

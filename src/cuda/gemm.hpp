@@ -59,6 +59,10 @@ struct Gemm1Args {
   uint16_t* h_bf16 = nullptr;
   uint8_t* h_fp4 = nullptr;
   uint8_t* h_scale = nullptr;
+  // Or, alone, NVFP4 h (q_scale h_gs) as its values e2m1 * e4m3, exactly in bf16 [row_space, I]:
+  // what gemm2 then takes as a_bf16 with a_dq = 1 / h_gs. Only on the paths that run NVFP4
+  // activations as values (gemm_stages_activations).
+  uint16_t* h_values = nullptr;
   float h_gs = 1.0f;
   // splitk, stream, sm90 and decode paths only: their scratch (splitk: fp32 per-split partial
   // sums; stream: the active-expert list; sm90 and decode with NVFP4 A: its bf16 copy, sm90

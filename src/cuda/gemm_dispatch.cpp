@@ -142,7 +142,19 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
   check_rows("gemm1", a.rows);
   check_a("gemm1", a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, path);
   if (a.a_rows < 0) detail::fail_arg("gemm1: a_rows: got " + std::to_string(a.a_rows) + ", need >= 0 (0: unknown)");
-  if (!a.h_bf16 && !a.h_fp4) detail::fail_arg("gemm1: h_bf16/h_fp4: got neither, need at least one output");
+  if (a.h_values) {
+    if (a.h_bf16 || a.h_fp4)
+      detail::fail_arg("gemm1: h_values: got it with h_bf16/h_fp4, need it alone (it is the NVFP4 h as bf16 values)");
+    if (!stages_activations(path, w))
+      detail::fail_arg("gemm1: h_values: this path and layer do not run NVFP4 activations as bf16 values "
+                       "(gemm_stages_activations is false), need h_fp4/h_scale");
+    if (reinterpret_cast<uintptr_t>(a.h_values) % 16)
+      detail::fail_arg("gemm1: h_values: got an address not 16-byte aligned, need 16-byte alignment");
+  } else if (!a.h_bf16 && !a.h_fp4) {
+    detail::fail_arg("gemm1: h_bf16/h_fp4/h_values: got none, need at least one output");
+  }
+  if ((a.h_fp4 || a.h_values) && !(std::isfinite(a.h_gs) && a.h_gs > 0.0f))
+    detail::fail_arg("gemm1: h_gs: got " + std::to_string(a.h_gs) + ", need a finite h_gs > 0");
   if (a.h_fp4 && (!a.h_scale || !std::isfinite(a.h_gs) || a.h_gs <= 0.0f))
     detail::fail_arg("gemm1: h_scale/h_gs: got " + std::string(a.h_scale ? "" : "no h_scale, ") + "h_gs " +
                      std::to_string(a.h_gs) + ", need e4m3 scales [row_space, I/16] and a finite h_gs > 0");

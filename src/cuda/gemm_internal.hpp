@@ -471,6 +471,15 @@ Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_expe
 FP4MOE_HD uint16_t nvfp4_value_bf16(uint8_t code, float s) {
   return uint16_t(f32_bits(e2m1_to_f32(code) * s) >> 16);
 }
+// Eight codes (a word of NVFP4 data: two per byte, low nibble first) with scale value s ->
+// their values as bf16 pairs: v[j] holds values 2j (low half) and 2j + 1.
+FP4MOE_HD void nvfp4_values_bf16x8(uint32_t codes, float s, uint32_t (&v)[4]) {
+  for (int j = 0; j < 4; ++j) {
+    const uint8_t byte = uint8_t(codes >> (8 * j));
+    v[j] = uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 0), s)) | uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 1), s))
+                                                                       << 16;
+  }
+}
 
 // The staging kernels (nvfp4_staging.cu), on `stream`, each one launch, arguments checked by
 // the caller (K % 16 == 0; fp4 8-byte, bf16 16-byte aligned; E_local <= kStageMaxExperts).
@@ -483,5 +492,9 @@ void stage_nvfp4_to_bf16(const uint8_t* fp4, const uint8_t* scale, int64_t K, co
 // rows only), as epilogue_gemm1 requantizes its bf16 h.
 void stage_bf16_to_nvfp4(const uint16_t* h, int64_t K, const ExpertRows& rows, int64_t num_experts, float gs,
                          uint8_t* fp4, uint8_t* scale, cudaStream_t stream);
+// h [*, K] bf16, in place <- the values (nvfp4_value_bf16) of its NVFP4 requantization with
+// q_scale gs, the codes and scales stage_bf16_to_nvfp4 writes (h 16-byte aligned).
+void stage_bf16_to_nvfp4_values(uint16_t* h, int64_t K, const ExpertRows& rows, int64_t num_experts, float gs,
+                                cudaStream_t stream);
 
 }  // namespace fp4moe::cuda

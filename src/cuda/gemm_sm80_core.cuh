@@ -155,14 +155,15 @@ __device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq,
   a[3] = ptx::mul_bf16x2_high(v[3], s);
 }
 
-// What the epilogues write: GEMM 1 h (bf16, or NVFP4 requantized with q_scale h_gs),
-// GEMM 2 y (fp32).
+// What the epilogues write: GEMM 1 h (bf16, or NVFP4 requantized with q_scale h_gs, as data
+// and scales or as its values e2m1 * e4m3 in bf16), GEMM 2 y (fp32).
 struct Epilogue {
   Activation act = Activation::silu;
   float alpha = 0.0f, limit = 0.0f;
   uint16_t* h_bf16 = nullptr;
   uint8_t* h_fp4 = nullptr;
   uint8_t* h_scale = nullptr;
+  uint16_t* h_values = nullptr;
   float h_gs = 1.0f;
   float* y = nullptr;
 };
@@ -176,6 +177,7 @@ inline Epilogue gemm1_epilogue(const LayerDesc& d, const Gemm1Args& a) {
   e.h_bf16 = a.h_bf16;
   e.h_fp4 = a.h_fp4;
   e.h_scale = a.h_scale;
+  e.h_values = a.h_values;
   e.h_gs = a.h_gs;
   return e;
 }
@@ -184,7 +186,7 @@ inline Epilogue gemm1_epilogue(const LayerDesc& d, const Gemm1Args& a) {
 // when tiles == 2): acc[mt][nt] holds rows g (c0, c1: gate of i = (nbw + mt) * 8 + g) and
 // g + 8 (c2, c3: up of the same i) for tokens nt * 8 + 2t + {0, 1}; out_row(nt, c) is that
 // token's output row or -1. h = act(gate * mult + bias, up * mult + bias), rounded to bf16;
-// with h_fp4 (tiles must be 2), the warp's 16 i of one token are one NVFP4 block,
+// with h_fp4 or h_values (tiles must be 2), the warp's 16 i of one token are one NVFP4 block,
 // requantized here (shuffles: all lanes must call this).
 //
 // Each 8-token column nt is done by one body. For NT >= 16 (the wgmma kernels' 128-token
@@ -221,7 +223,7 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
         if (p.h_bf16 && r >= 0) p.h_bf16[r * I + i] = bf16_from_f32(hv[mt][c]);
       }
     }
-    if (p.h_fp4) {
+    if (p.h_fp4 || p.h_values) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float amax = fmaxf(fabsf(hv[0][c]), fabsf(hv[1][c]));
@@ -234,11 +236,14 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           const uint32_t q = e2m1_from_f32(hv[mt][c] * inv);
-          const uint32_t q_next = __shfl_xor_sync(0xFFFFFFFFu, q, 4);  // i + 1 lives in g ^ 1
           const int i = (nbw + mt) * 8 + g;
-          if (r >= 0 && (g % 2) == 0) p.h_fp4[r * (I / 2) + i / 2] = pack_e2m1(uint8_t(q), uint8_t(q_next));
+          if (p.h_fp4) {
+            const uint32_t q_next = __shfl_xor_sync(0xFFFFFFFFu, q, 4);  // i + 1 lives in g ^ 1
+            if (r >= 0 && (g % 2) == 0) p.h_fp4[r * (I / 2) + i / 2] = pack_e2m1(uint8_t(q), uint8_t(q_next));
+          }
+          if (p.h_values && r >= 0) p.h_values[r * I + i] = nvfp4_value_bf16(uint8_t(q), e4m3_to_f32(sc));
         }
-        if (r >= 0 && g == 0) p.h_scale[r * (I / 16) + nbw * 8 / 16] = sc;
+        if (p.h_fp4 && r >= 0 && g == 0) p.h_scale[r * (I / 16) + nbw * 8 / 16] = sc;
       }
     }
   };

@@ -176,6 +176,7 @@ __device__ __forceinline__ void epilogue(const Params& p, int e, int nbw, int g,
   if constexpr (GEMM1) {
     sm80::Epilogue ep = p.epi;
     ep.h_fp4 = nullptr;
+    ep.h_values = nullptr;
     sm80::epilogue_gemm1<NT>(ep, p.w, e, nbw, g, mult, acc, out_row);
   } else {
     sm80::epilogue_gemm2<NT>(p.epi, p.w, e, nbw, g, mult, acc, out_row);
@@ -898,9 +899,11 @@ bool sm90_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) 
     if (refused.empty() && (misaligned(a.h_fp4, 4) || (a.h_bf16 && misaligned(a.h_bf16, 16))))
       refused = "h_fp4 not 4-byte or h_bf16 not 16-byte aligned for the requantization";
   }
-  const Sm90Config c = plan("gemm1", cw, cw.w13, a.rows, a.a_fp4 || a.h_fp4, refused);
+  const Sm90Config c = plan("gemm1", cw, cw.w13, a.rows, a.a_fp4 || a.h_fp4 || a.h_values, refused);
   if (!c.use) return false;
-  uint16_t* h = a.h_bf16;
+  // NVFP4 h as values (h_values, 16-byte aligned: gemm1 checked): the bf16 h goes there, then
+  // is requantized in place.
+  uint16_t* h = a.h_values ? a.h_values : a.h_bf16;
   if (a.h_fp4 && !h) h = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(a.partials) + st.h_bf16);
   Params p = base_params(c, cw.w13, a.rows, a.a_bf16, a.a_dq);
   p.a_gather = a.a_gather;
@@ -910,6 +913,7 @@ bool sm90_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) 
   p.epi.h_bf16 = h;
   launch<true>(c, p, cw.device, stream);
   if (a.h_fp4) stage_bf16_to_nvfp4(h, I, a.rows, E, a.h_gs, a.h_fp4, a.h_scale, stream);
+  if (a.h_values) stage_bf16_to_nvfp4_values(a.h_values, I, a.rows, E, a.h_gs, stream);
   return true;
 }
 

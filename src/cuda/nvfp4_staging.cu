@@ -3,6 +3,7 @@
 //   stage_nvfp4_to_bf16  A (GEMM 1) or h (GEMM 2) NVFP4 -> bf16, value e2m1 * e4m3 exactly
 //   stage_bf16_to_nvfp4  GEMM 1's bf16 h -> NVFP4 with q_scale h_gs, the arithmetic of the fast
 //                        path's GEMM-1 epilogue (gemm_sm80_core.cuh epilogue_gemm1)
+//   stage_bf16_to_nvfp4_values  the same requantization, its values written back over h
 // Plain CUDA (any architecture); memory-bound: one warp per (row, run of 256 elements), each
 // lane 8 consecutive elements (4 bytes of codes, 16 bytes of bf16), so every access of a warp
 // is one contiguous run, and a decode step's few rows still spread over many warps (one warp
@@ -108,14 +109,32 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* 
     const uint32_t codes = *reinterpret_cast<const uint32_t*>(fp4 + r * (K / 2) + c * 4);  // 8 e2m1, low nibble first
     const float s = e4m3_to_f32(scale[r * (K / 16) + c / 2]);
     uint32_t v[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint8_t byte = uint8_t(codes >> (8 * j));
-      v[j] = uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 0), s)) |
-             uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 1), s)) << 16;
-    }
+    nvfp4_values_bf16x8(codes, s, v);
     *reinterpret_cast<uint4*>(out + r * K + c * 8) = make_uint4(v[0], v[1], v[2], v[3]);
   });
+}
+
+// The requantization of one lane's 8 bf16 of h (raw; zeros on a lane past the row, which must
+// still call this: its partner's shuffle needs it) with q_scale gs, lanes 2m and 2m + 1 holding
+// one 16-block: returns the block's scale code; codes = this half's 8 e2m1, two per byte, low
+// nibble first. epilogue_gemm1's arithmetic: amax = fmaxf over |h| of the block, any order
+// (fmaxf skips NaN; NaN only when all 16 are), then the SPEC §2 scale and codes via format.h.
+__device__ __forceinline__ uint8_t requantize_half(uint4 raw, float gs, uint32_t& codes) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  float x[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) x[j] = bf16_to_f32(uint16_t(w[j / 2] >> (16 * (j % 2))));
+  float amax = fabsf(x[0]);
+#pragma unroll
+  for (int j = 1; j < 8; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+  const uint8_t sc = nvfp4_scale_code(amax, gs);
+  const float inv = nvfp4_inv_scale(sc, gs);
+  codes = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    codes |= uint32_t(pack_e2m1(e2m1_from_f32(x[2 * j] * inv), e2m1_from_f32(x[2 * j + 1] * inv))) << (8 * j);
+  return sc;
 }
 
 // fp4 [*, K/2], scale [*, K/16] <- h [*, K] bf16, q_scale gs. Lanes 2m and 2m+1 hold the two
@@ -125,28 +144,31 @@ __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_kernel(const uint16_t*
                                                                  uint8_t* __restrict__ scale) {
   const int lane = threadIdx.x % 32;
   for_each_run<true>(wk, K, [&](int64_t r, int64_t c) {
-    const bool on = c < K / 8;  // every lane runs to the shuffle below
+    const bool on = c < K / 8;  // every lane runs to the shuffle in requantize_half
     uint4 raw = make_uint4(0u, 0u, 0u, 0u);
     if (on) raw = *reinterpret_cast<const uint4*>(h + r * K + c * 8);
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-    float x[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) x[j] = bf16_to_f32(uint16_t(w[j / 2] >> (16 * (j % 2))));
-    // epilogue_gemm1: amax = fmaxf over |h| of the block, any order (fmaxf skips NaN; NaN
-    // only when all 16 are), then the SPEC §2 scale and codes through format.h.
-    float amax = fabsf(x[0]);
-#pragma unroll
-    for (int j = 1; j < 8; ++j) amax = fmaxf(amax, fabsf(x[j]));
-    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+    uint32_t codes;
+    const uint8_t sc = requantize_half(raw, gs, codes);
     if (!on) return;
-    const uint8_t sc = nvfp4_scale_code(amax, gs);
-    const float inv = nvfp4_inv_scale(sc, gs);
-    uint32_t packed = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      packed |= uint32_t(pack_e2m1(e2m1_from_f32(x[2 * j] * inv), e2m1_from_f32(x[2 * j + 1] * inv))) << (8 * j);
-    *reinterpret_cast<uint32_t*>(fp4 + r * (K / 2) + c * 4) = packed;
+    *reinterpret_cast<uint32_t*>(fp4 + r * (K / 2) + c * 4) = codes;
     if (lane % 2 == 0) scale[r * (K / 16) + c / 2] = sc;
+  });
+}
+
+// h [*, K] bf16, in place <- the values e2m1 * e4m3 of its requantization with q_scale gs
+// (bf16_to_nvfp4_kernel's codes and scales as nvfp4_value_bf16, without the q_scale). Each
+// lane reads and rewrites its own 16 bytes; its partner's amax arrives by shuffle before.
+__global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_values_kernel(uint16_t* h, int64_t K, Walk wk, float gs) {
+  for_each_run<true>(wk, K, [&](int64_t r, int64_t c) {
+    const bool on = c < K / 8;
+    uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+    if (on) raw = *reinterpret_cast<const uint4*>(h + r * K + c * 8);
+    uint32_t codes;
+    const float s = e4m3_to_f32(requantize_half(raw, gs, codes));
+    if (!on) return;
+    uint32_t v[4];
+    nvfp4_values_bf16x8(codes, s, v);
+    *reinterpret_cast<uint4*>(h + r * K + c * 8) = make_uint4(v[0], v[1], v[2], v[3]);
   });
 }
 
@@ -178,6 +200,15 @@ void stage_bf16_to_nvfp4(const uint16_t* h, int64_t K, const ExpertRows& rows, i
   const Walk wk{rows.begin, rows.count, int(num_experts), 0};
   bf16_to_nvfp4_kernel<<<grid_for(rows.rows_bound, K), kThreads, scan_smem(num_experts), stream>>>(h, K, wk, gs, fp4,
                                                                                                 scale);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+void stage_bf16_to_nvfp4_values(uint16_t* h, int64_t K, const ExpertRows& rows, int64_t num_experts, float gs,
+                                cudaStream_t stream) {
+  if (rows.rows_bound <= 0) return;
+  const Walk wk{rows.begin, rows.count, int(num_experts), 0};
+  bf16_to_nvfp4_values_kernel<<<grid_for(rows.rows_bound, K), kThreads, scan_smem(num_experts), stream>>>(h, K, wk,
+                                                                                                       gs);
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 

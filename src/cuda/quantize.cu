@@ -70,6 +70,17 @@ __device__ __forceinline__ void load_row(const SrcRows& s, int64_t r, int64_t c,
   }
 }
 
+// This thread's NVFP4 block (one thread per block of 16): row r, block b; false past the
+// rows or on a row the batched format skips.
+__device__ __forceinline__ bool thread_block(const SrcRows& s, int64_t& r, int64_t& b) {
+  const int64_t nb = s.K / kNvfp4Block;
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= s.rows * nb) return false;
+  r = i / nb;
+  b = i % nb;
+  return row_live(s, r);
+}
+
 // Block b (16 values) of row r quantized with q_scale gs: returns its scale code; lo, hi are
 // its 8 data bytes (two e2m1 per byte, low nibble first; bytes 0-3 in lo, 4-7 in hi).
 __device__ __forceinline__ uint8_t quantize_block(const SrcRows& s, int64_t r, int64_t b, float gs, uint32_t& lo,
@@ -95,10 +106,8 @@ __device__ __forceinline__ uint8_t quantize_block(const SrcRows& s, int64_t r, i
 __global__ void __launch_bounds__(kThreads) nvfp4_rows_kernel(SrcRows s, float gs, uint8_t* __restrict__ data,
                                                               uint8_t* __restrict__ scale) {
   const int64_t nb = s.K / kNvfp4Block;
-  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= s.rows * nb) return;
-  const int64_t r = i / nb, b = i % nb;
-  if (!row_live(s, r)) return;
+  int64_t r, b;
+  if (!thread_block(s, r, b)) return;
   uint32_t lo, hi;
   const uint8_t sc = quantize_block(s, r, b, gs, lo, hi);
   uint8_t* d = data + r * (s.K / 2) + b * (kNvfp4Block / 2);
@@ -119,23 +128,16 @@ __global__ void __launch_bounds__(kThreads) nvfp4_rows_kernel(SrcRows s, float g
 // thread per block of 16 (32 bytes out; out is 16-byte aligned and K % 16 == 0).
 __global__ void __launch_bounds__(kThreads) nvfp4_values_rows_kernel(SrcRows s, float gs,
                                                                      uint16_t* __restrict__ out) {
-  const int64_t nb = s.K / kNvfp4Block;
-  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= s.rows * nb) return;
-  const int64_t r = i / nb, b = i % nb;
-  if (!row_live(s, r)) return;
+  int64_t r, b;
+  if (!thread_block(s, r, b)) return;
   uint32_t lo, hi;
   const float sc = e4m3_to_f32(quantize_block(s, r, b, gs, lo, hi));
-  uint32_t w[8];  // [j]: values 2j (low half) and 2j + 1
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const uint8_t byte = uint8_t((j < 4 ? lo : hi) >> (8 * (j % 4)));
-    w[j] = uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 0), sc)) | uint32_t(nvfp4_value_bf16(unpack_e2m1(byte, 1), sc))
-                                                                       << 16;
-  }
+  uint32_t v[4];
   uint4* o = reinterpret_cast<uint4*>(out + r * s.K + b * kNvfp4Block);
-  o[0] = make_uint4(w[0], w[1], w[2], w[3]);
-  o[1] = make_uint4(w[4], w[5], w[6], w[7]);
+  nvfp4_values_bf16x8(lo, sc, v);
+  o[0] = make_uint4(v[0], v[1], v[2], v[3]);
+  nvfp4_values_bf16x8(hi, sc, v);
+  o[1] = make_uint4(v[0], v[1], v[2], v[3]);
 }
 
 // out (rows, K) bf16: one thread per 8 columns.

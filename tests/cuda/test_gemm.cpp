@@ -266,7 +266,9 @@ struct Partials {
 };
 
 // with_h_bf16 = false: W4A4 asks for the NVFP4 h only (the bf16 h stays poison).
-Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path, bool with_h_bf16 = true) {
+// h_values (W4A4 only): h as its NVFP4 values in bf16, the only output (Gemm1Out::h).
+Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path, bool with_h_bf16 = true,
+                   bool h_values = false) {
   const int64_t I = p.s.I, H = p.s.H;
   Partials part(dw, p, path);
   Dev<int32_t> begin(p.begin), count(p.count), gather(p.gather);
@@ -289,6 +291,12 @@ Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path, boo
   a.a_gather = p.s.batched ? nullptr : gather.p;
   a.a_rows = p.T;
   a.h_bf16 = with_h_bf16 || !p.s.w4a4 ? h.ptr<uint16_t>() : nullptr;
+  if (h_values) {
+    a.h_bf16 = nullptr;
+    a.h_fp4 = nullptr;
+    a.h_scale = nullptr;
+    a.h_values = h.ptr<uint16_t>();
+  }
   a.partials = part.ptr();
   a.partials_bytes = part.bytes;
   (void)H;
@@ -680,6 +688,50 @@ TEST(CudaGemmSm90Choice, WsAt128TokenTiles) {
   }
 }
 
+// W4A4 on the paths that run NVFP4 activations as values: gemm1's h_values equal, bit for
+// bit, the values (nvfp4_value_bf16) of the NVFP4 h it writes as data and scales (which
+// check_problem compares with the host quantization of its bf16 h); rows of no expert stay
+// poison. Covers the decode kernel, the fast kernel (sm90 and decode paths where those
+// decline) and the wgmma kernels with the in-place requantization.
+class CudaGemmHValues : public ::testing::TestWithParam<std::tuple<int, GemmPath>> {};
+
+TEST_P(CudaGemmHValues, MatchNvfp4Output) {
+  SKIP_WITHOUT_GPU();
+  const auto [i, path] = GetParam();
+  const Spec spec = specs()[size_t(i)];
+  if (!spec.w4a4) GTEST_SKIP() << "W4A16: no NVFP4 h";
+  const Problem p = make_problem(spec);
+  const auto dw = upload_weights(p.w, 0);
+  ASSERT_TRUE(gemm_stages_activations(*dw, path));
+  const int64_t I = spec.I;
+  const auto covered = covered_rows(p);
+  const Gemm1Out fp4 = run_gemm1(*dw, p, path), values = run_gemm1(*dw, p, path, false, true);
+  expect_untouched(values.h, covered, size_t(I * 2), "h_values");
+  const auto q = payload<uint8_t>(fp4.fp4), sc = payload<uint8_t>(fp4.scale);
+  const auto v = payload<uint16_t>(values.h);
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t r = 0; r < p.row_space; ++r) {
+    if (!covered[size_t(r)]) continue;
+    for (int64_t c = 0; c < I; ++c) {
+      const uint8_t code = unpack_e2m1(q[size_t((r * I + c) / 2)], int(c % 2));
+      const uint16_t want = nvfp4_value_bf16(code, e4m3_to_f32(sc[size_t((r * I + c) / 16)]));
+      if (v[size_t(r * I + c)] != want && bad++ == 0)
+        first = "h_values[row " + std::to_string(r) + ", i " + std::to_string(c) + "]: got " +
+                std::to_string(v[size_t(r * I + c)]) + ", want " + std::to_string(want);
+    }
+  }
+  EXPECT_EQ(bad, 0) << bad << " mismatches; first: " << first;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaGemmHValues,
+                         ::testing::Combine(::testing::Range(0, int(specs().size())),
+                                            ::testing::Values(GemmPath::sm90, GemmPath::decode)),
+                         [](const auto& info) {
+                           return specs()[size_t(std::get<0>(info.param))].name + "_" +
+                                  path_name(std::get<1>(info.param));
+                         });
+
 // No rows at all (rows_bound 0): nothing is launched, nothing written.
 TEST(CudaGemmEdge, NoRows) {
   SKIP_WITHOUT_GPU();
@@ -721,6 +773,11 @@ TEST(CudaGemmEdge, RejectsBadArguments) {
   g3.a_bf16 = a.p;
   g3.rows.count = nullptr;
   expect_error(g3, "rows.begin/rows.count");
+  Gemm1Args g4 = g;
+  g4.a_bf16 = a.p;
+  g4.h_bf16 = nullptr;
+  g4.h_values = reinterpret_cast<uint16_t*>(a.p);
+  expect_error(g4, "h_values");  // a W4A16 layer: NVFP4 h as values is refused
 }
 
 // upload_weights checks sizes before touching the device.
