@@ -416,18 +416,20 @@ std::string why_no_sm90(int device);
 // and how many of those launches were the warp-specialized kernels'.
 int64_t sm90_launches();
 int64_t sm90_ws_launches();
-// Which wgmma kernels run: rs (A decoded into registers), ws (warp-specialized: producer
-// warpgroups decode A into shared memory for consumer warpgroups), or automatic (the default:
-// ws at 128-token tiles, rs at 64, the faster of the two at each on the H200: kimi-k2 T = 16384
-// 33.1 ms ws against 41.8 rs; T = 2048 and 8192, 64-token tiles, 8.8 / 22.6 ws against 7.2 /
-// 18.5 rs). The environment's FP4MOE_SM90_KERNEL=rs|ws forces one, read at the first call;
+int64_t sm90_rsws_launches();
+// Which wgmma kernels run: rs (A decoded into registers, every warp loads), ws (SS,
+// warp-specialized: producer warpgroups decode A into shared memory for consumer warpgroups),
+// rsws (RS, warp-specialized: one producer warpgroup loads, consumer warpgroups decode A into
+// registers), or automatic (the default: rsws at every token tile, the fastest on the H200:
+// kimi-k2 T = 2048 / 8192 / 16384 6.50 / 17.00 / 25.93 ms against rs 7.22 / 18.69 and ws
+// 30.45). The environment's FP4MOE_SM90_KERNEL=rs|ws|rsws forces one, read at the first call;
 // set_sm90_kernel overrides it for the whole process (tests run every kernel).
-enum class Sm90Kernel { automatic, rs, ws };
+enum class Sm90Kernel { automatic, rs, ws, rsws };
 Sm90Kernel sm90_kernel();
 void set_sm90_kernel(Sm90Kernel k);
-// Whether the wgmma launch of config `c` runs the warp-specialized kernel.
-bool sm90_runs_ws(const Sm90Config& c);
-// Tests: launch the warp-specialized kernels with at most `ctas` CTAs (0: the default, one per
+// The kernel that the wgmma launch of config `c` runs: rs, ws or rsws (never automatic).
+Sm90Kernel sm90_kernel_for(const Sm90Config& c);
+// Tests: launch the persistent (warp-specialized) kernels with at most `ctas` CTAs (0: the default, one per
 // SM), so that each CTA walks many (slot, row tile) units.
 void set_sm90_ws_grid_limit(int ctas);
 

@@ -39,9 +39,11 @@
 // Work assignment as in the fast path: blockIdx.x = 256-row tile, blockIdx.y walks the
 // (expert, token tile) slots found by a warp scan over count[]. No atomics: deterministic.
 //
-// The warp-specialized kernels run at 128-token tiles (sm90_runs_ws: measured faster there,
-// slower at 64; FP4MOE_SM90_KERNEL=rs|ws forces one kernel everywhere).
-// Why: the RS kernel is latency-bound (H200 ncu, notes of 2026-11-30: 8-16 warps per SM,
+// Three kernels; sm90_kernel_for picks (FP4MOE_SM90_KERNEL=rs|ws|rsws forces one): by default
+// the RS warp-specialized kernel (rsws, at the end of the file), the fastest at every token
+// tile. The two below stay as the measured alternatives and are tested like it.
+//
+// The SS warp-specialized kernel (ws). Why: the RS kernel is latency-bound (H200 ncu, notes of 2026-11-30: 8-16 warps per SM,
 // issue slots 33% busy, ~6 cycles per issued instruction): each warpgroup decodes its next A
 // fragment with only one or two k16 wgmma in flight. The SS attempt (a469863) decoded A into
 // shared memory but with the whole CTA alternating decode and MMA between CTA barriers, and one
@@ -714,7 +716,265 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
 #endif  // FP4MOE_SM90A
 }
 
-std::atomic<int64_t> g_launches{0}, g_ws_launches{0};
+// ===========================================================================
+// The RS kernel with warp-specialized loads (FP4MOE_SM90_KERNEL=rsws)
+// ===========================================================================
+//
+// Why: the SS kernel above moves every decoded weight through shared memory: at 128 tokens
+// its wgmma read 6 KiB per m64n128k16 (A 2 KiB, B 4 KiB, 64 cycles at peak: 96 B/cycle), the
+// decode writes 32 B/cycle more and the loads 32: about the 128 B per cycle an SM's shared
+// memory gives. With A from registers the wgmma read only B (64 B/cycle); what kept the RS
+// kernel at ~40% was its schedule (a CTA barrier per k-block, one or two wgmma in flight,
+// each warp issuing its own loads). Here:
+//   - 3 warpgroups: 0 and 1 consume (as in the RS kernel: warp wl of warpgroup c owns
+//     fragment rows fb = c*8 + 2*wl, fb + 1, decodes their A fragments into registers and
+//     issues the m64nNk16 RS wgmma; the same accumulators and epilogues); 2 produces (every
+//     cp.async of every stage: B rows gathered through a_gather, fragment blocks, scales).
+//   - Per k-block a consumer warpgroup decodes all its A (4 k-steps x 2 m-tiles, 32 registers),
+//     issues the 8 wgmma as one commit group and keeps it in flight while it decodes the next
+//     k-block into a second register set. 224 registers per consumer thread (setmaxnreg; the
+//     producers keep 56). (Groups per k-step with 3 in flight: ptxas serializes the wgmma,
+//     C7513, at this loop.)
+//   - Persistent as the SS kernel (grid = SMs, (slot, row tile) units, row tables double
+//     buffered), with 8 stages of 25 KiB at 128 tokens, 13 of 17 KiB at 64: the producers
+//     run as far ahead as the ring allows, across units.
+//
+// Barriers (mbarriers; `it` counts the CTA's k-blocks over all its units, alike in both roles):
+//   full[s]   128 arrivals: each producer thread's cp.async.mbarrier.arrive.noinc, made when its
+//             copies of the stage have landed
+//   empty[s]  256: every consumer thread once per fill, once the wgmma groups that read the
+//             stage's B are complete and its own reads of the weights and scales are done
+//   slot_full[b] / slot_empty[b] 128 / 256: row tables set b, as in the SS kernel
+// Race freedom, as argued at the SS kernel: the producers refill stage s (fill f) only after
+// empty[s] phase f - 1; the consumers read it (their weight loads, the wgmma's B) only after
+// full[s] phase f, and fence.proxy.async makes the cp.async data visible to wgmma; a[kk] is
+// rewritten only after the group that read it completed (wait_group); the row tables as in
+// the SS kernel. Neither role can be two phases behind on a barrier: each phase needs the
+// waiter's own arrivals of the phase before.
+constexpr int kRsConsumerWgs = 2;
+constexpr int kRsThreads = 3 * 128;
+constexpr int kRsConsumerThreads = kRsConsumerWgs * 128;
+constexpr int kRsProducerThreads = kRsThreads - kRsConsumerThreads;
+constexpr int kRsProducerRegs = 56;
+constexpr int kRsConsumerRegs = 224;
+constexpr int kRsLaunchRegs = 168;  // 65536 / 384, rounded down to a multiple of 8
+static_assert(kRsProducerRegs * kRsProducerThreads + kRsConsumerRegs * kRsConsumerThreads <=
+                  kRsLaunchRegs * kRsThreads,
+              "the registers the roles ask for must be the ones the CTA got at launch");
+static_assert(kBlocksPerCta * 32 % kRsProducerThreads == 0, "the fragment blocks' 16-byte slots divide evenly");
+
+template <int NT>
+struct RsWsTile {
+  static constexpr int kTok = 8 * NT;
+  static constexpr int kBBytes = kTok * 128;
+  static constexpr int kWBytes = kBlocksPerCta * kFragWords * 4;  // 8 KiB
+  static constexpr int kSBytes = kBlocksPerCta * 64;
+  static constexpr int kStageBytes = kBBytes + kWBytes + kSBytes;
+  static constexpr int kTableBytes = 2 * 2 * kTok * 8 + 2 * 2 * 4;
+  static constexpr int kStages = (kSmemPerCta - kTableBytes - kWsBarrierBytes - kSwizzleAtom) / kStageBytes;
+  static constexpr int kSmem = kSwizzleAtom + kStages * kStageBytes;
+  static constexpr int kBChunks = kTok * 8 / kRsProducerThreads;  // B chunks per producer thread and stage
+  static constexpr int kWChunks = kBlocksPerCta * 32 / kRsProducerThreads;
+  static_assert(kStageBytes % kSwizzleAtom == 0, "every B tile must start 1024-byte aligned");
+  static_assert((2 * kStages + 4) * 8 <= kWsBarrierBytes, "the mbarriers must fit their reserved bytes");
+  static_assert(kSmem + kTableBytes + kWsBarrierBytes <= kSmemPerCta, "one CTA's shared memory must fit");
+  static_assert(kStages >= 4, "keep the loads several k-blocks ahead");
+  static_assert((kTok * 8) % kRsProducerThreads == 0, "the B tile's chunks must divide evenly over the producers");
+  static_assert(kTok <= kRsProducerThreads, "one producer thread per token row fills the row tables");
+};
+
+template <int NT, bool GEMM1>
+__global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) {
+#if defined(FP4MOE_SM90A)
+  using T = RsWsTile<NT>;
+  constexpr int kTok = T::kTok, kStages = T::kStages;
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ int s_expert[2], s_tile[2];
+  __shared__ int64_t s_arow[2][kTok];  // A row of token j of the units using set b, -1 past the expert's rows
+  __shared__ int64_t s_orow[2][kTok];  // output row of token j, -1 likewise
+  __shared__ uint64_t full_bar[kStages], empty_bar[kStages];
+  __shared__ uint64_t slot_full_bar[2], slot_empty_bar[2];
+  auto addr = [](const void* q) { return uint32_t(__cvta_generic_to_shared(q)); };
+
+  const uint32_t raw = addr(smem_raw);
+  const uint32_t pad = (kSwizzleAtom - raw % kSwizzleAtom) % kSwizzleAtom;
+  uint8_t* const stages = smem_raw + pad;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbarrier_init(addr(&full_bar[s]), kRsProducerThreads);
+      ptx::mbarrier_init(addr(&empty_bar[s]), kRsConsumerThreads);
+    }
+    for (int b = 0; b < 2; ++b) {
+      ptx::mbarrier_init(addr(&slot_full_bar[b]), kRsProducerThreads);
+      ptx::mbarrier_init(addr(&slot_empty_bar[b]), kRsConsumerThreads);
+    }
+  }
+  __syncthreads();  // the barriers' initialization, visible to all
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4, 0), wl = warp % 4;  // warp-uniform
+  const WeightMatrix& w = p.w;
+  const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
+  const bool mx = w.block == 32;
+  const int sb = frag_scale_bytes(w.block);
+  const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
+  const int64_t units = p.tiles * row_tiles;
+
+  if (wg == kRsConsumerWgs) {
+    // ================= producer: every copy of every stage =================
+    ptx::setmaxnreg_dec<kRsProducerRegs>();
+    const int ptid = int(threadIdx.x) - kRsConsumerThreads;
+    // B: chunk cb (k 8cb..8cb+7 of the k-block) of tokens jb + 16i; (jb + 16i) % 8 = jb % 8.
+    const int jb = ptid / 8, cb = ptid % 8;
+    const int b_dst = jb * 128 + sm80::a_bf16_swizzle(jb, cb);
+    // Weights: lane slot sl = ch % 32 of fragment block ch / 32, ch = ptid + 128i, in the
+    // global layout's order (load_weight_frag reads slot `lane` at lane * 16).
+    // Scales: 16-byte part s_part of fragment row s_blk's sb bytes (the first 16 * sb / 16 threads).
+    const int s_blk = ptid / (sb / 16), s_part = ptid % (sb / 16);
+    const int s_dst = T::kBBytes + T::kWBytes + s_blk * 64 + s_part * 16;
+
+    uint32_t it = 0;
+    int n = 0;
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
+      const int64_t slot = u / row_tiles;
+      const int nb0 = int(u % row_tiles) * kBlocksPerCta;
+      const int b = n % 2;
+      ptx::mbarrier_wait_parity(addr(&slot_empty_bar[b]), ((n / 2) & 1) ^ 1);  // unit n - 2's epilogue is done
+      if (ptid < 32) sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, lane, &s_expert[b], &s_tile[b]);
+      ptx::named_barrier_sync(kWsProducerBarrier, kRsProducerThreads);
+      const int e = s_expert[b];
+      if (e >= 0 && ptid < kTok)
+        sm80::fill_row_tables<kTok>(e, s_tile[b], p.rows.begin, p.rows.count, p.a_gather, s_arow[b], s_orow[b],
+                                    ptid);
+      ptx::named_barrier_sync(kWsProducerBarrier, kRsProducerThreads);  // the A rows, visible to all producers
+      ptx::mbarrier_arrive(addr(&slot_full_bar[b]));
+      if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
+
+      // Sources of k-block 0, once per unit (each k-block adds its stride). B: row 0's past the
+      // expert's rows, so every address is in bounds; bit i of b_rows: token jb + 16i is real.
+      const uint8_t* b_src[T::kBChunks];
+      uint32_t b_rows = 0;
+#pragma unroll
+      for (int i = 0; i < T::kBChunks; ++i) {
+        const int64_t row = s_arow[b][jb + 16 * i];
+        b_src[i] = reinterpret_cast<const uint8_t*>(p.a_bf16 + max(row, int64_t(0)) * K + cb * 8);
+        b_rows |= row >= 0 ? 1u << i : 0u;
+      }
+      const uint8_t* w_src[T::kWChunks];  // lane slot sl of fragment block blk, k-block 0
+      uint32_t w_rows = 0;                // bit i: fragment row nb0 + blk is below N
+#pragma unroll
+      for (int i = 0; i < T::kWChunks; ++i) {
+        const int ch = ptid + i * kRsProducerThreads, blk = ch / 32, sl = ch % 32;
+        w_src[i] = reinterpret_cast<const uint8_t*>(w.q) + ((int64_t(e) * NB + nb0 + blk) * KB) * (kFragWords * 4) + sl * 16;
+        w_rows |= nb0 + blk < NB ? 1u << i : 0u;
+      }
+      const bool s_on = s_blk < kBlocksPerCta && nb0 + s_blk < NB;
+      const uint8_t* s_src = w.scale + ((int64_t(e) * NB + nb0 + s_blk) * KB) * sb + s_part * 16;
+      for (int kb = 0; kb < KB; ++kb, ++it) {
+        const int s = int(it % kStages);
+        ptx::mbarrier_wait_parity(addr(&empty_bar[s]), ((it / kStages) & 1) ^ 1);
+        uint8_t* st = stages + s * T::kStageBytes;
+        const bool k_ok = kb * kFragK + cb * 8 < K;  // past K: zeros (the weights are zero there too)
+        const int b_off = k_ok ? kb * (kFragK * 2) : 0;
+#pragma unroll
+        for (int i = 0; i < T::kBChunks; ++i)  // zeros past the expert's rows
+          ptx::cp_async_16(st + b_dst + i * 16 * 128, b_src[i] + b_off, k_ok && (b_rows >> i) % 2 != 0);
+#pragma unroll
+        for (int i = 0; i < T::kWChunks; ++i) {
+          const int blk = (ptid + i * kRsProducerThreads) / 32, sl = ptid % 32;
+          if ((w_rows >> i) % 2 != 0)
+            ptx::cp_async_16(st + T::kBBytes + blk * (kFragWords * 4) + sl * 16, w_src[i] + kb * (kFragWords * 4), true);
+        }
+        if (s_on) ptx::cp_async_16(st + s_dst, s_src + kb * sb, true);
+        ptx::cp_async_mbarrier_arrive_noinc(addr(&full_bar[s]));
+      }
+    }
+  } else {
+    // ================= consumers: decode A into registers, RS wgmma, the epilogue =================
+    ptx::setmaxnreg_inc<kRsConsumerRegs>();
+    const int c = wg;
+    const int g = lane / 4, t = lane % 4;
+    const int fb = c * 8 + 2 * wl;  // the warp's fragment rows in the CTA: fb (m-tile 0), fb + 1 (m-tile 1)
+    const uint64_t desc_b = ptx::wgmma_desc_kmajor_sw128(raw + pad);  // stage 0's B tile (+ offset >> 4)
+
+    uint32_t it = 0;
+    int n = 0;
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
+      const int nb0 = int(u % row_tiles) * kBlocksPerCta;
+      const int b = n % 2;
+      ptx::mbarrier_wait_parity(addr(&slot_full_bar[b]), (n / 2) & 1);
+      const int e = s_expert[b];
+      if (e < 0) return;
+      const bool row_ok[2] = {nb0 + fb < NB, nb0 + fb + 1 < NB};  // fragment rows past N: zero weights
+
+      // acc[mt][nt][c]: m-tile mt (fragment row fb + mt), tokens nt*8 + 2t + c%2, rows g (c < 2), g+8
+      float acc[2][NT][4];
+      sm80::zero_acc<NT, true>(acc);  // zeroed before the first wgmma_fence
+      // k-block kb (the CTA's it): decode its A into `a`, issue its 8 wgmma as one group, and
+      // wait for the group before (wait_group 1), which read the other A set: the loop below
+      // alternates two register sets, so no register of a group in flight is written (PTX:
+      // undefined behaviour, and ptxas keeps PTX registers apart only where they differ).
+      auto k_block = [&](uint32_t (&a)[4][2][4], int kb) {
+        const int s = int(it % kStages);
+        ptx::mbarrier_wait_parity(addr(&full_bar[s]), (it / kStages) & 1);  // k-block it landed
+        ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
+        const uint8_t* st = stages + s * T::kStageBytes;
+        // The words and scale bytes of both fragment rows, once per k-block, without branches:
+        // past the last fragment row the stage holds stale bytes, which select to zero.
+        uint4 wq[2];
+        uint2 ws[2];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          sm80::load_weight_frag(st + T::kBBytes + (fb + mt) * (kFragWords * 4),
+                                 st + T::kBBytes + T::kWBytes + (fb + mt) * 64, lane, g, sb, mx, wq[mt], ws[mt]);
+          if (!row_ok[mt]) wq[mt] = make_uint4(0u, 0u, 0u, 0u), ws[mt] = make_uint2(0u, 0u);
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            sm80::weight_a_frag(a[kk][mt], wq[mt], ws[mt], kk, mx);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) ptx::reg_fence(a[kk][mt][j]);
+          }
+        const uint64_t db = desc_b + uint64_t(s * T::kStageBytes / 16);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+            ptx::wgmma_m64k16_bf16_rs<NT>(acc[mt], a[kk][mt], db + uint64_t(2 * kk));  // (32 bytes) >> 4
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<1>();  // k-block it - 1's group is complete: its stage and A set are free
+        if (kb > 0) ptx::mbarrier_arrive(addr(&empty_bar[(it - 1) % kStages]));
+        ++it;
+      };
+      uint32_t a0[4][2][4], a1[4][2][4];  // [k-step][m-tile]: two A sets, used alternately
+      // An odd KB runs its first k-block alone (set 1), then pairs: the loop has no branch
+      // between its two sets, which ptxas needs to keep the wgmma asynchronous.
+      int kb = 0;
+      if (KB % 2 != 0) k_block(a1, kb++);
+      for (; kb < KB; kb += 2) {
+        k_block(a0, kb);
+        k_block(a1, kb + 1);
+      }
+      ptx::wgmma_wait_group<0>();
+      sm80::fence_acc(acc);  // read only after the wait
+      if (KB > 0) ptx::mbarrier_arrive(addr(&empty_bar[(it - 1) % kStages]));
+
+      const int nbw = nb0 + fb;  // even
+      if (nbw < NB) {
+        const volatile int64_t* orow = s_orow[b];  // read at each use (registers: see the RS kernel)
+        epilogue<NT, GEMM1>(p, e, nbw, g, acc, [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; });
+      }
+      ptx::mbarrier_arrive(addr(&slot_empty_bar[b]));  // this thread is done with the slot's tables
+    }
+  }
+#endif  // FP4MOE_SM90A
+}
+
+std::atomic<int64_t> g_launches{0}, g_ws_launches{0}, g_rsws_launches{0};
 
 // The kernel choice: -1 until first asked, then an Sm90Kernel.
 std::atomic<int> g_kernel{-1};
@@ -724,23 +984,29 @@ std::atomic<int> g_ws_grid_limit{0};
 // The listed instantiations: kernel {rs, ws} x token tile {64, 128} x {GEMM 1, GEMM 2}.
 template <bool GEMM1>
 void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t stream) {
-  const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y));
-  const bool ws = sm90_runs_ws(c);
-  if (ws) {
+  const Sm90Kernel kernel = sm90_kernel_for(c);
+  if (kernel == Sm90Kernel::rs) {
+    const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y));
+    if (c.token_tile == 64) sm90_grouped_gemm<8, GEMM1><<<grid, kThreads, Tile<8>::kSmem, stream>>>(p);
+    else sm90_grouped_gemm<16, GEMM1><<<grid, kThreads, Tile<16>::kSmem, stream>>>(p);
+  } else {
     // Persistent: one CTA per SM (what its shared memory allows) walks the units.
     int64_t ctas = std::min<int64_t>(c.grid_x * c.tiles, multiprocessor_count(device));
     if (const int limit = g_ws_grid_limit.load(std::memory_order_relaxed); limit > 0)
       ctas = std::min<int64_t>(ctas, limit);
-    const dim3 ws_grid(unsigned(std::max<int64_t>(ctas, 1)));
-    if (c.token_tile == 64) sm90_ws_gemm<8, GEMM1><<<ws_grid, kWsThreads, WsTile<8>::kSmem, stream>>>(p);
-    else sm90_ws_gemm<16, GEMM1><<<ws_grid, kWsThreads, WsTile<16>::kSmem, stream>>>(p);
-  } else {
-    if (c.token_tile == 64) sm90_grouped_gemm<8, GEMM1><<<grid, kThreads, Tile<8>::kSmem, stream>>>(p);
-    else sm90_grouped_gemm<16, GEMM1><<<grid, kThreads, Tile<16>::kSmem, stream>>>(p);
+    const dim3 grid(unsigned(std::max<int64_t>(ctas, 1)));
+    if (kernel == Sm90Kernel::ws) {
+      if (c.token_tile == 64) sm90_ws_gemm<8, GEMM1><<<grid, kWsThreads, WsTile<8>::kSmem, stream>>>(p);
+      else sm90_ws_gemm<16, GEMM1><<<grid, kWsThreads, WsTile<16>::kSmem, stream>>>(p);
+    } else {
+      if (c.token_tile == 64) sm90_rsws_gemm<8, GEMM1><<<grid, kRsThreads, RsWsTile<8>::kSmem, stream>>>(p);
+      else sm90_rsws_gemm<16, GEMM1><<<grid, kRsThreads, RsWsTile<16>::kSmem, stream>>>(p);
+    }
   }
   FP4MOE_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);
-  if (ws) g_ws_launches.fetch_add(1, std::memory_order_relaxed);
+  if (kernel == Sm90Kernel::ws) g_ws_launches.fetch_add(1, std::memory_order_relaxed);
+  if (kernel == Sm90Kernel::rsws) g_rsws_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
 // "" when every sm90 kernel has sm_90a code for `device` (and may use its shared memory),
@@ -777,7 +1043,11 @@ std::string check_device(int device) {
         prepare_kernel(sm90_ws_gemm<8, true>, WsTile<8>::kSmem, "ws gemm1 tile 64"),
         prepare_kernel(sm90_ws_gemm<16, true>, WsTile<16>::kSmem, "ws gemm1 tile 128"),
         prepare_kernel(sm90_ws_gemm<8, false>, WsTile<8>::kSmem, "ws gemm2 tile 64"),
-        prepare_kernel(sm90_ws_gemm<16, false>, WsTile<16>::kSmem, "ws gemm2 tile 128")})
+        prepare_kernel(sm90_ws_gemm<16, false>, WsTile<16>::kSmem, "ws gemm2 tile 128"),
+        prepare_kernel(sm90_rsws_gemm<8, true>, RsWsTile<8>::kSmem, "rsws gemm1 tile 64"),
+        prepare_kernel(sm90_rsws_gemm<16, true>, RsWsTile<16>::kSmem, "rsws gemm1 tile 128"),
+        prepare_kernel(sm90_rsws_gemm<8, false>, RsWsTile<8>::kSmem, "rsws gemm2 tile 64"),
+        prepare_kernel(sm90_rsws_gemm<16, false>, RsWsTile<16>::kSmem, "rsws gemm2 tile 128")})
     if (!why.empty()) return why;
   return "";
 }
@@ -791,7 +1061,8 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
   std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s (%s%s%s)", which,
                 (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "",
                 runs ? (c.token_tile == 64 ? "wgmma, 64 tokens" : "wgmma, 128 tokens") : "fast path",
-                runs && sm90_runs_ws(c) ? ", warp-specialized" : "",
+                !runs ? "" : sm90_kernel_for(c) == Sm90Kernel::ws ? ", SS warp-specialized"
+                           : sm90_kernel_for(c) == Sm90Kernel::rsws ? ", RS warp-specialized" : ", RS",
                 runs && staged ? " via bf16 staging" : "", c.why.c_str(), refused.empty() ? "" : "; ",
                 refused.c_str());
   gemm_log(line);
@@ -853,6 +1124,7 @@ std::string why_no_sm90(int device) {
 
 int64_t sm90_launches() { return g_launches.load(std::memory_order_relaxed); }
 int64_t sm90_ws_launches() { return g_ws_launches.load(std::memory_order_relaxed); }
+int64_t sm90_rsws_launches() { return g_rsws_launches.load(std::memory_order_relaxed); }
 
 Sm90Kernel sm90_kernel() {
   int k = g_kernel.load(std::memory_order_relaxed);
@@ -861,6 +1133,7 @@ Sm90Kernel sm90_kernel() {
     const Sm90Kernel asked = !v                        ? Sm90Kernel::automatic
                              : std::strcmp(v, "ws") == 0 ? Sm90Kernel::ws
                              : std::strcmp(v, "rs") == 0 ? Sm90Kernel::rs
+                             : std::strcmp(v, "rsws") == 0 ? Sm90Kernel::rsws
                                                          : Sm90Kernel::automatic;
     const int from_env = int(asked);
     // The first caller's reading wins (a set_sm90_kernel in between stays).
@@ -871,13 +1144,10 @@ Sm90Kernel sm90_kernel() {
 
 void set_sm90_kernel(Sm90Kernel k) { g_kernel.store(int(k), std::memory_order_relaxed); }
 
-bool sm90_runs_ws(const Sm90Config& c) {
-  switch (sm90_kernel()) {
-    case Sm90Kernel::rs: return false;
-    case Sm90Kernel::ws: return true;
-    case Sm90Kernel::automatic: break;
-  }
-  return c.token_tile == 128;
+Sm90Kernel sm90_kernel_for(const Sm90Config& c) {
+  const Sm90Kernel k = sm90_kernel();
+  (void)c;  // every token tile: rsws measured fastest at both (notes of 2026-11-30, v4)
+  return k != Sm90Kernel::automatic ? k : Sm90Kernel::rsws;
 }
 void set_sm90_ws_grid_limit(int ctas) { g_ws_grid_limit.store(ctas, std::memory_order_relaxed); }
 

@@ -627,13 +627,30 @@ class Sm90KernelScope {
   Sm90Kernel before_;
 };
 
-// Each wgmma kernel forced (set_sm90_kernel: rs, ws) on the prefill cases, against the host
-// computation as the *_sm90 cases check the default choice; where the device and build have
-// wgmma code the forced kernel must really run. ws grid limit 0: one CTA per SM (the test
-// shapes give each CTA at most one unit); 3: each CTA walks many (slot, row tile) units,
+// Each wgmma kernel forced (set_sm90_kernel: rs, ws, rsws) on the prefill cases, against the
+// host computation as the *_sm90 cases check the default choice (rsws); where the device and
+// build have wgmma code the forced kernel must really run. For the persistent kernels (ws,
+// rsws) grid limit 0: one CTA per SM (the test shapes give each CTA at most one unit); 3
+// (*_3ctas): each CTA walks many (slot, row tile) units,
 // across experts, row tiles and partial tiles (the row tables' two sets, the barriers' phases
 // carried from unit to unit).
-enum class Forced { rs, ws, ws_3ctas };
+enum class Forced { rs, ws, ws_3ctas, rsws, rsws_3ctas };
+
+Sm90Kernel forced_kernel(Forced f) {
+  switch (f) {
+    case Forced::rs: return Sm90Kernel::rs;
+    case Forced::ws:
+    case Forced::ws_3ctas: return Sm90Kernel::ws;
+    case Forced::rsws:
+    case Forced::rsws_3ctas: return Sm90Kernel::rsws;
+  }
+  return Sm90Kernel::automatic;
+}
+
+const char* forced_suffix(Forced f) {
+  static const char* const names[] = {"_rs", "_ws", "_ws_3ctas", "_rsws", "_rsws_3ctas"};
+  return names[int(f)];
+}
 
 class CudaGemmSm90Forced : public ::testing::TestWithParam<std::tuple<int, Forced>> {};
 
@@ -642,95 +659,51 @@ TEST_P(CudaGemmSm90Forced, MatchesHost) {
   const auto [i, forced] = GetParam();
   const Spec spec = specs()[size_t(i)];  // a copy: specs() returns by value
   if (!spec.large) GTEST_SKIP() << "not a prefill case: the wgmma kernels do not run";
-  const Sm90KernelScope scope(forced == Forced::rs ? Sm90Kernel::rs : Sm90Kernel::ws);
-  set_sm90_ws_grid_limit(forced == Forced::ws_3ctas ? 3 : 0);
-  const int64_t before = sm90_launches(), ws_before = sm90_ws_launches();
+  const Sm90KernelScope scope(forced_kernel(forced));
+  set_sm90_ws_grid_limit(forced == Forced::ws_3ctas || forced == Forced::rsws_3ctas ? 3 : 0);
+  const int64_t before = sm90_launches(), ws_before = sm90_ws_launches(), rsws_before = sm90_rsws_launches();
   check_problem(spec, GemmPath::sm90);
   set_sm90_ws_grid_limit(0);
   // gemm1 and gemm2, each run twice (check_problem's determinism check).
   const int64_t launches = why_no_sm90(0).empty() ? 4 : 0;
   EXPECT_EQ(sm90_launches() - before, launches) << "wgmma launches for gemm1 and gemm2";
-  EXPECT_EQ(sm90_ws_launches() - ws_before, forced == Forced::rs ? 0 : launches) << "of them warp-specialized";
+  EXPECT_EQ(sm90_ws_launches() - ws_before, forced_kernel(forced) == Sm90Kernel::ws ? launches : 0)
+      << "of them the SS warp-specialized kernel";
+  EXPECT_EQ(sm90_rsws_launches() - rsws_before, forced_kernel(forced) == Sm90Kernel::rsws ? launches : 0)
+      << "of them the RS warp-specialized kernel";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaGemmSm90Forced,
                          ::testing::Combine(::testing::Range(0, int(specs().size())),
-                                            ::testing::Values(Forced::rs, Forced::ws, Forced::ws_3ctas)),
+                                            ::testing::Values(Forced::rs, Forced::ws, Forced::ws_3ctas, Forced::rsws,
+                                                              Forced::rsws_3ctas)),
                          [](const auto& info) {
-                           const Forced f = std::get<1>(info.param);
                            return specs()[size_t(std::get<0>(info.param))].name +
-                                  (f == Forced::rs ? "_rs" : f == Forced::ws ? "_ws" : "_ws_3ctas");
+                                  forced_suffix(std::get<1>(info.param));
                          });
 
-// The default choice: the warp-specialized kernels at 128-token tiles, the RS kernels at 64;
-// a forced kernel everywhere.
-TEST(CudaGemmSm90Choice, WsAt128TokenTiles) {
+// The default choice: the RS warp-specialized kernels at every token tile; a forced kernel
+// everywhere.
+TEST(CudaGemmSm90Choice, RsWsByDefault) {
   Sm90Config c64, c128;
   c64.use = c128.use = true;
   c64.token_tile = 64;
   c128.token_tile = 128;
   {
     const Sm90KernelScope scope(Sm90Kernel::automatic);
-    EXPECT_FALSE(sm90_runs_ws(c64));
-    EXPECT_TRUE(sm90_runs_ws(c128));
+    EXPECT_EQ(sm90_kernel_for(c64), Sm90Kernel::rsws);
+    EXPECT_EQ(sm90_kernel_for(c128), Sm90Kernel::rsws);
     // kimi-k2 (E = 384, N = 2I = 4096): T = 8192 gives 171 rows per expert (three 64-token
     // tiles, odd: 64), T = 16384 341 (six: 128).
-    EXPECT_FALSE(sm90_runs_ws(choose_sm90_config({8192 * 8, 384, 4096, 7168})));
-    EXPECT_TRUE(sm90_runs_ws(choose_sm90_config({16384 * 8, 384, 4096, 7168})));
+    EXPECT_EQ(choose_sm90_config({8192 * 8, 384, 4096, 7168}).token_tile, 64);
+    EXPECT_EQ(choose_sm90_config({16384 * 8, 384, 4096, 7168}).token_tile, 128);
   }
-  {
-    const Sm90KernelScope scope(Sm90Kernel::rs);
-    EXPECT_FALSE(sm90_runs_ws(c128));
-  }
-  {
-    const Sm90KernelScope scope(Sm90Kernel::ws);
-    EXPECT_TRUE(sm90_runs_ws(c64));
+  for (Sm90Kernel k : {Sm90Kernel::rs, Sm90Kernel::ws, Sm90Kernel::rsws}) {
+    const Sm90KernelScope scope(k);
+    EXPECT_EQ(sm90_kernel_for(c64), k);
+    EXPECT_EQ(sm90_kernel_for(c128), k);
   }
 }
-
-// W4A4 on the paths that run NVFP4 activations as values: gemm1's h_values equal, bit for
-// bit, the values (nvfp4_value_bf16) of the NVFP4 h it writes as data and scales (which
-// check_problem compares with the host quantization of its bf16 h); rows of no expert stay
-// poison. Covers the decode kernel, the fast kernel (sm90 and decode paths where those
-// decline) and the wgmma kernels with the in-place requantization.
-class CudaGemmHValues : public ::testing::TestWithParam<std::tuple<int, GemmPath>> {};
-
-TEST_P(CudaGemmHValues, MatchNvfp4Output) {
-  SKIP_WITHOUT_GPU();
-  const auto [i, path] = GetParam();
-  const Spec spec = specs()[size_t(i)];
-  if (!spec.w4a4) GTEST_SKIP() << "W4A16: no NVFP4 h";
-  const Problem p = make_problem(spec);
-  const auto dw = upload_weights(p.w, 0);
-  ASSERT_TRUE(gemm_stages_activations(*dw, path));
-  const int64_t I = spec.I;
-  const auto covered = covered_rows(p);
-  const Gemm1Out fp4 = run_gemm1(*dw, p, path), values = run_gemm1(*dw, p, path, false, true);
-  expect_untouched(values.h, covered, size_t(I * 2), "h_values");
-  const auto q = payload<uint8_t>(fp4.fp4), sc = payload<uint8_t>(fp4.scale);
-  const auto v = payload<uint16_t>(values.h);
-  int64_t bad = 0;
-  std::string first;
-  for (int64_t r = 0; r < p.row_space; ++r) {
-    if (!covered[size_t(r)]) continue;
-    for (int64_t c = 0; c < I; ++c) {
-      const uint8_t code = unpack_e2m1(q[size_t((r * I + c) / 2)], int(c % 2));
-      const uint16_t want = nvfp4_value_bf16(code, e4m3_to_f32(sc[size_t((r * I + c) / 16)]));
-      if (v[size_t(r * I + c)] != want && bad++ == 0)
-        first = "h_values[row " + std::to_string(r) + ", i " + std::to_string(c) + "]: got " +
-                std::to_string(v[size_t(r * I + c)]) + ", want " + std::to_string(want);
-    }
-  }
-  EXPECT_EQ(bad, 0) << bad << " mismatches; first: " << first;
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, CudaGemmHValues,
-                         ::testing::Combine(::testing::Range(0, int(specs().size())),
-                                            ::testing::Values(GemmPath::sm90, GemmPath::decode)),
-                         [](const auto& info) {
-                           return specs()[size_t(std::get<0>(info.param))].name + "_" +
-                                  path_name(std::get<1>(info.param));
-                         });
 
 // No rows at all (rows_bound 0): nothing is launched, nothing written.
 TEST(CudaGemmEdge, NoRows) {
@@ -1175,7 +1148,7 @@ TEST_P(CudaGemmSm90Kernels, MatchesFastOnKimiShapes) {
   SKIP_WITHOUT_GPU();
   if (const std::string why = why_no_sm90(0); !why.empty()) GTEST_SKIP() << "no wgmma kernels here: " << why;
   const Sm90KernelScope scope(GetParam());
-  const int64_t ws_before = sm90_ws_launches();
+  const int64_t ws_before = sm90_ws_launches(), rsws_before = sm90_rsws_launches();
   // 300 rows: 3 tiles of 128 (the last of 44); 129: 2 (the last of 1); 64 and 1: one partial.
   const Spec s{"kimi_shapes", 7168, 2048, 5, WeightFormat::nvfp4, false, Activation::silu, false, {300, 129, 0, 64, 1},
                false, 41};
@@ -1223,10 +1196,16 @@ TEST_P(CudaGemmSm90Kernels, MatchesFastOnKimiShapes) {
   expect_untouched(yw, covered, size_t(s.H * 4), "y");
   compare(payload<float>(yf), payload<float>(yw), s.H, 1e-4, 1e-4, "y");
   EXPECT_EQ(sm90_ws_launches() - ws_before, GetParam() == Sm90Kernel::ws ? 2 : 0);
+  EXPECT_EQ(sm90_rsws_launches() - rsws_before, GetParam() == Sm90Kernel::rsws ? 2 : 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, CudaGemmSm90Kernels, ::testing::Values(Sm90Kernel::rs, Sm90Kernel::ws),
-                         [](const auto& info) { return std::string(info.param == Sm90Kernel::ws ? "ws" : "rs"); });
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaGemmSm90Kernels,
+                         ::testing::Values(Sm90Kernel::rs, Sm90Kernel::ws, Sm90Kernel::rsws),
+                         [](const auto& info) {
+                           return std::string(info.param == Sm90Kernel::ws     ? "ws"
+                                              : info.param == Sm90Kernel::rsws ? "rsws"
+                                                                               : "rs");
+                         });
 
 // W4A4 on the sm90 path (NVFP4 A staged to bf16, the wgmma kernels, bf16 h requantized) against
 // the fast path (NVFP4 A decoded in registers, h requantized in the GEMM-1 epilogue), on
