@@ -241,11 +241,6 @@ ep::EpDesc ep_desc(const MoEProblem& p, const EpCase& c, int64_t max_tokens) {
   return d;
 }
 
-bool bitwise_expected(const EpCase& c) {
-  // A forced GEMM path may split K differently for the batched and the standard row spaces.
-  return c.mode == ep::Mode::all_to_all && c.combine == ep::WireDType::f32 && std::getenv("FP4MOE_GEMM") == nullptr;
-}
-
 // Compares every rank's rows with the oracle's rows of the same tokens.
 void expect_matches(const EpCase& c, const std::vector<float>& ref, const Ranges& ranges,
                     const std::vector<RankResult>& res) {
@@ -257,21 +252,16 @@ void expect_matches(const EpCase& c, const std::vector<float>& ref, const Ranges
     EXPECT_TRUE(res[r].repeat_identical) << "two forwards of the same input differ";
     const std::vector<float> want = rows(ref, H, ranges[r].first, ranges[r].second);
     ASSERT_EQ(res[r].out.size(), want.size());
-    if (bitwise_expected(c)) {
-      size_t bad = 0, first = 0;
-      for (size_t i = 0; i < want.size(); ++i)
-        if (std::memcmp(&want[i], &res[r].out[i], 4) != 0 && bad++ == 0) first = i;
-      EXPECT_EQ(bad, 0u) << "elements differing from the single-GPU layer; first at token "
-                         << ranges[r].first + int64_t(first) / H << " column " << first % H << ": got "
-                         << res[r].out[first] << ", single GPU " << want[first];
-    } else {
-      // A bf16 return rounds each expert output y once before the weighted sum: a relative
-      // error of at most 2^-9 per y (seen on the H200: 1.7e-3 on qwen3-30b shapes), which the
-      // combine's cancellations can enlarge relative to the output; 2^-8 on top of the
-      // layer's own tolerance bounds it.
-      const double extra = c.combine == ep::WireDType::bf16 ? 1.0 / 256 : 0.0;
-      EXPECT_LE(rel_l2(res[r].out, want), tolerance(c.moe) + extra);
-    }
+    // Not bit for bit: a rank's GEMMs see other row and expert counts than the single GPU's, so
+    // they may take another path or split K otherwise (choose_decode_config: the slices follow
+    // the rows per active expert), which sums in fp32 in another order (kimi-k2 shapes at
+    // T = 9 on the H200: 5e-5 relative; a bf16 rounding of h may flip with it).
+    // A bf16 return also rounds each expert output y once before the weighted sum: a relative
+    // error of at most 2^-9 per y (seen on the H200: 1.7e-3 on qwen3-30b shapes), which the
+    // combine's cancellations can enlarge relative to the output; 2^-8 on top of the layer's
+    // own tolerance bounds it.
+    const double extra = c.combine == ep::WireDType::bf16 ? 1.0 / 256 : 0.0;
+    EXPECT_LE(rel_l2(res[r].out, want), tolerance(c.moe) + extra);
   }
 }
 
