@@ -190,8 +190,8 @@ inline Epilogue gemm1_epilogue(const LayerDesc& d, const Gemm1Args& a) {
 // requantized here (shuffles: all lanes must call this).
 //
 // Each 8-token column nt is done by one body. For NT >= 16 (the wgmma kernels' 128-token
-// tiles) the body runs in a loop that is not unrolled, fed by shifting the accumulator
-// columns down one per iteration (register moves): unrolled, the exact activation (portable
+// tiles) four bodies run in a loop that is not unrolled, fed by shifting the accumulator
+// columns down four per iteration (register moves): unrolled, the exact activation (portable
 // exp and an IEEE division per element) made GEMM 1's kernels 11,000+ SASS instructions of
 // straight-line code, fetched once per tile (ncu: no_instruction stalls). On the H200 the
 // loop made kimi-k2 T = 16384 9% faster and qwen3-235b T = 2048-16384 9-21%; at NT = 8
@@ -247,47 +247,36 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
       }
     }
   };
-  if constexpr (NT < 16) {
+  // kChunk columns per iteration, then the rest shift down by kChunk (register moves: no
+  // dynamic indexing of registers). One column per iteration spent a third of the epilogue's
+  // instructions on the moves (H200 ncu, 2026-11-30). Below 16 columns: one iteration, all
+  // columns unrolled.
+  constexpr int kChunk = NT < 16 ? NT : 4;
+  static_assert(NT % kChunk == 0, "whole chunks of columns");
+  float rest[2][NT][4];  // column 0 is the next one to write
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) rest[mt][nt][j] = acc[mt][nt][j];
+#pragma unroll 1
+  for (int nt = 0; nt < NT; nt += kChunk) {
+#pragma unroll
+    for (int q = 0; q < kChunk; ++q) {
       float a[2][4];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) a[mt][j] = acc[mt][nt][j];
-      column(nt, a);
+        for (int j = 0; j < 4; ++j) a[mt][j] = rest[mt][q][j];
+      column(nt + q, a);
     }
-  } else {
-    // kChunk columns per iteration, then the rest shift down by kChunk (register moves: no
-    // dynamic indexing of registers). One column per iteration spent a third of the epilogue's
-    // instructions on the moves (H200 ncu, 2026-11-30).
-    constexpr int kChunk = 4;
-    static_assert(NT % kChunk == 0, "whole chunks of columns");
-    float rest[2][NT][4];  // column 0 is the next one to write
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+      for (int k = 0; k + kChunk < NT; ++k)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) rest[mt][nt][j] = acc[mt][nt][j];
-#pragma unroll 1
-    for (int nt = 0; nt < NT; nt += kChunk) {
-#pragma unroll
-      for (int q = 0; q < kChunk; ++q) {
-        float a[2][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) a[mt][j] = rest[mt][q][j];
-        column(nt + q, a);
-      }
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int k = 0; k + kChunk < NT; ++k)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) rest[mt][k][j] = rest[mt][k + kChunk][j];
-    }
+        for (int j = 0; j < 4; ++j) rest[mt][k][j] = rest[mt][k + kChunk][j];
   }
 }
 
