@@ -43,8 +43,9 @@
 // the RS warp-specialized kernel (rsws, at the end of the file), the fastest at every token
 // tile. The two below stay as the measured alternatives and are tested like it.
 //
-// The SS warp-specialized kernel (ws). Why: the RS kernel is latency-bound (H200 ncu, notes of 2026-11-30: 8-16 warps per SM,
-// issue slots 33% busy, ~6 cycles per issued instruction): each warpgroup decodes its next A
+// The SS warp-specialized kernel (ws). Why: the RS kernel is latency-bound (H200 ncu, notes
+// of 2026-11-30: 8-16 warps per SM, issue slots 33% busy, ~6 cycles per issued
+// instruction): each warpgroup decodes its next A
 // fragment with only one or two k16 wgmma in flight. The SS attempt (a469863) decoded A into
 // shared memory but with the whole CTA alternating decode and MMA between CTA barriers, and one
 // CTA per SM. Here the roles are split and overlap through mbarriers:
@@ -383,9 +384,9 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
 //                c and fence.proxy.async
 //   a_empty[a][c] 128: the threads of consumer warpgroup c, once the wgmma group that read A
 //                buffer a's half c is complete
-//   slot_full[b] / slot_empty[b] 256 / 256: the row tables of the CTA's unit n (n-th
-//                (slot, row tile) it walks) live in set b = n % 2; the producers fill them,
-//                the consumers release them after their epilogue
+//   tables.full[b] / tables.empty[b] (UnitTables) 256 / 256: the row tables of the CTA's
+//                unit n (n-th (slot, row tile) it walks) live in set b = n % 2; the
+//                producers fill them, the consumers release them after their epilogue
 //
 // Race freedom (who waits for which phase before reading or overwriting each buffer):
 //  - stage s, fill f = k-block it: producers write it (cp.async) only after waiting for
@@ -402,9 +403,9 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
 //  - B data are written by cp.async (generic proxy) of other threads: each consumer thread
 //    executes fence.proxy.async after its full wait and before its wgmma (the producers
 //    cannot: they do not observe when their copies land).
-//  - Row tables set b, unit n: the producers rewrite it (n >= 2) only after slot_empty[b]
+//  - Row tables set b, unit n: the producers rewrite it (n >= 2) only after tables.empty[b]
 //    phase n/2 - 1 (every consumer thread finished unit n - 2's epilogue); the consumers read
-//    the expert and output rows only after slot_full[b] phase n/2 (every producer wrote its
+//    the expert and output rows only after tables.full[b] phase n/2 (every producer wrote its
 //    part: warp 0 of the producers the expert and tile, threads [0, kTok) the rows; a named
 //    barrier among the producers orders the expert before the rows are filled).
 //  - The accumulators are written by wgmma only until wait_group 0 after a slot's k loop.
@@ -431,6 +432,68 @@ constexpr int kWsBarrierBytes = 512;                      // room for the mbarri
 static_assert(kBlocksPerCta * 8 * 2 == kWsProducerThreads,
               "the decode gives each producer thread one (fragment row, row pair g / g+8, k-step pair)");
 static_assert(kBlocksPerCta * 32 % kWsProducerThreads == 0, "the fragment blocks' 16-byte slots divide evenly");
+
+#if defined(FP4MOE_SM90A)  // (the synchronization wrappers exist for sm_90a only)
+// The persistent kernels' (ws, rsws) row tables, one set per unit in flight: the CTA's unit
+// n uses set n % 2, which the producers fill and the consumers release after their epilogue,
+// through full[b] / empty[b]. Race freedom as argued at the ws kernel.
+template <int kTok>
+struct UnitTables {
+  int expert[2], tile[2];  // the unit's (expert, token tile); expert -1 past the real work
+  int64_t arow[2][kTok];   // A row of token j, -1 past the expert's rows
+  int64_t orow[2][kTok];   // output row of token j, -1 likewise
+  uint64_t full[2], empty[2];
+
+  // Thread 0, before the CTA barrier that makes barrier initializations visible.
+  __device__ void init(int producers, int consumers) {
+    for (int b = 0; b < 2; ++b) {
+      ptx::mbarrier_init(shared_address(&full[b]), uint32_t(producers));
+      ptx::mbarrier_init(shared_address(&empty[b]), uint32_t(consumers));
+    }
+  }
+  // Producer thread ptid of kProducers (whole warps from a warp boundary): once every consumer
+  // released unit n - 2, set n % 2 <- unit n = `slot` (its first warp scans count[], threads
+  // [0, kTok) fill the rows), announced on full. Returns the unit's expert.
+  template <int kProducers>
+  __device__ int produce(int n, int64_t slot, const ExpertRows& rows, const int32_t* a_gather, int64_t num_experts,
+                         int ptid) {
+    const int b = n % 2;
+    ptx::mbarrier_wait_parity(shared_address(&empty[b]), ((n / 2) & 1) ^ 1);  // unit n - 2's epilogue is done
+    if (ptid < 32) sm80::find_slot<kTok>(slot, rows.count, num_experts, ptid, &expert[b], &tile[b]);
+    ptx::named_barrier_sync(kWsProducerBarrier, kProducers);
+    const int e = expert[b];
+    if (e >= 0 && ptid < kTok)
+      sm80::fill_row_tables<kTok>(e, tile[b], rows.begin, rows.count, a_gather, arow[b], orow[b], ptid);
+    ptx::named_barrier_sync(kWsProducerBarrier, kProducers);  // the A rows, visible to all producers
+    ptx::mbarrier_arrive(shared_address(&full[b]));
+    return e;
+  }
+  // Consumers: unit n's expert, once its tables are filled.
+  __device__ int consume(int n) {
+    ptx::mbarrier_wait_parity(shared_address(&full[n % 2]), (n / 2) & 1);
+    return expert[n % 2];
+  }
+  // Consumers: this thread is done with unit n's tables.
+  __device__ void release(int n) { ptx::mbarrier_arrive(shared_address(&empty[n % 2])); }
+  static __device__ uint32_t shared_address(const void* q) { return uint32_t(__cvta_generic_to_shared(q)); }
+};
+
+// A producer's B sources of k-block 0 for its chunk cb (k 8cb..8cb+7) of tokens jb + kStep * i
+// (each k-block adds its stride); a row past the expert's rows reads row 0's, so every address
+// is in bounds. Returns the tokens that are real: bit i for token jb + kStep * i.
+template <int kChunks, int kStep>
+__device__ __forceinline__ uint32_t b_sources(const int64_t* arow, int jb, int cb, const uint16_t* a_bf16, int K,
+                                              const uint8_t* (&src)[kChunks]) {
+  uint32_t real = 0;
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int64_t row = arow[jb + kStep * i];
+    src[i] = reinterpret_cast<const uint8_t*>(a_bf16 + max(row, int64_t(0)) * K + cb * 8);
+    real |= row >= 0 ? 1u << i : 0u;
+  }
+  return real;
+}
+#endif  // FP4MOE_SM90A
 
 template <int NT>
 struct WsTile {
@@ -473,12 +536,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
   using T = WsTile<NT>;
   constexpr int kTok = T::kTok, kStages = T::kStages, kPrefetch = T::kPrefetch;
   extern __shared__ uint8_t smem_raw[];
-  __shared__ int s_expert[2], s_tile[2];
-  __shared__ int64_t s_arow[2][kTok];  // A row of token j of the slots using set b, -1 past the expert's rows
-  __shared__ int64_t s_orow[2][kTok];  // output row of token j, -1 likewise
+  __shared__ UnitTables<kTok> tables;
   __shared__ uint64_t full_bar[kStages], empty_bar[kStages];
   __shared__ uint64_t a_full_bar[kWsABufs][kWsConsumerWgs], a_empty_bar[kWsABufs][kWsConsumerWgs];
-  __shared__ uint64_t slot_full_bar[2], slot_empty_bar[2];
   auto addr = [](const void* q) { return uint32_t(__cvta_generic_to_shared(q)); };
 
   const uint32_t raw = addr(smem_raw);
@@ -496,10 +556,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
         ptx::mbarrier_init(addr(&a_full_bar[a][c]), 128);
         ptx::mbarrier_init(addr(&a_empty_bar[a][c]), 128);
       }
-    for (int b = 0; b < 2; ++b) {
-      ptx::mbarrier_init(addr(&slot_full_bar[b]), kWsProducerThreads);
-      ptx::mbarrier_init(addr(&slot_empty_bar[b]), kWsConsumerThreads);
-    }
+    tables.init(kWsProducerThreads, kWsConsumerThreads);
   }
   __syncthreads();  // the barriers' initialization, visible to all
 
@@ -591,28 +648,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
-      const int b = n % 2;
-      ptx::mbarrier_wait_parity(addr(&slot_empty_bar[b]), ((n / 2) & 1) ^ 1);  // unit n - 2's epilogue is done
-      if (ptid < 32) sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, lane, &s_expert[b], &s_tile[b]);
-      ptx::named_barrier_sync(kWsProducerBarrier, kWsProducerThreads);
-      const int e = s_expert[b];
-      if (e >= 0 && ptid < kTok)
-        sm80::fill_row_tables<kTok>(e, s_tile[b], p.rows.begin, p.rows.count, p.a_gather, s_arow[b], s_orow[b],
-                                    ptid);
-      ptx::named_barrier_sync(kWsProducerBarrier, kWsProducerThreads);  // the A rows, visible to all producers
-      ptx::mbarrier_arrive(addr(&slot_full_bar[b]));
+      const int e = tables.template produce<kWsProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
-      // Sources of k-block 0 (+ a per-k-block stride). B: row 0's past the expert's rows, so
-      // every source address is in bounds; bit i of b_rows says whether token jb + 32i is real.
+      // Sources of k-block 0 (+ a per-k-block stride).
       const uint8_t* b_src[kBChunks];
-      uint32_t b_rows = 0;
-#pragma unroll
-      for (int i = 0; i < kBChunks; ++i) {
-        const int64_t row = s_arow[b][jb + 32 * i];
-        b_src[i] = reinterpret_cast<const uint8_t*>(p.a_bf16 + max(row, int64_t(0)) * K + cb * 8);
-        b_rows |= row >= 0 ? 1u << i : 0u;
-      }
+      const uint32_t b_rows = b_sources<kBChunks, 32>(tables.arow[n % 2], jb, cb, p.a_bf16, K, b_src);
       const uint8_t* expert_q = reinterpret_cast<const uint8_t*>(w.q) + int64_t(e) * NB * KB * (kFragWords * 4);
       uint32_t w_row[kWChunks];  // byte offset of the slot in the expert's k-block-0 fragment blocks, ~0u past N
 #pragma unroll
@@ -674,9 +715,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
     int n = 0;
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
-      const int b = n % 2;
-      ptx::mbarrier_wait_parity(addr(&slot_full_bar[b]), (n / 2) & 1);
-      const int e = s_expert[b];
+      const int e = tables.consume(n);
       if (e < 0) return;
 
       // acc[mt][nt][c]: m-tile mt (fragment row fb + mt), tokens nt*8 + 2t + c%2, rows g (c < 2), g+8
@@ -707,10 +746,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
       // ---- epilogue: the fast path's, on the warp's fragment rows nbw, nbw + 1 ----
       const int nbw = nb0 + fb;  // even
       if (nbw < NB) {            // NB is even for GEMM 1, so both m-tiles are real there
-        const volatile int64_t* orow = s_orow[b];  // read at each use (registers: see the RS kernel)
+        const volatile int64_t* orow = tables.orow[n % 2];  // read at each use (registers: see the RS kernel)
         epilogue<NT, GEMM1>(p, e, nbw, g, acc, [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; });
       }
-      ptx::mbarrier_arrive(addr(&slot_empty_bar[b]));  // this thread is done with the slot's tables
+      tables.release(n);
     }
   }
 #endif  // FP4MOE_SM90A
@@ -744,7 +783,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
 //             copies of the stage have landed
 //   empty[s]  256: every consumer thread once per fill, once the wgmma groups that read the
 //             stage's B are complete and its own reads of the weights and scales are done
-//   slot_full[b] / slot_empty[b] 128 / 256: row tables set b, as in the SS kernel
+//   tables.full[b] / tables.empty[b] 128 / 256: row tables set b, as in the SS kernel
 // Race freedom, as argued at the SS kernel: the producers refill stage s (fill f) only after
 // empty[s] phase f - 1; the consumers read it (their weight loads, the wgmma's B) only after
 // full[s] phase f, and fence.proxy.async makes the cp.async data visible to wgmma; a[kk] is
@@ -789,11 +828,8 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
   using T = RsWsTile<NT>;
   constexpr int kTok = T::kTok, kStages = T::kStages;
   extern __shared__ uint8_t smem_raw[];
-  __shared__ int s_expert[2], s_tile[2];
-  __shared__ int64_t s_arow[2][kTok];  // A row of token j of the units using set b, -1 past the expert's rows
-  __shared__ int64_t s_orow[2][kTok];  // output row of token j, -1 likewise
+  __shared__ UnitTables<kTok> tables;
   __shared__ uint64_t full_bar[kStages], empty_bar[kStages];
-  __shared__ uint64_t slot_full_bar[2], slot_empty_bar[2];
   auto addr = [](const void* q) { return uint32_t(__cvta_generic_to_shared(q)); };
 
   const uint32_t raw = addr(smem_raw);
@@ -805,10 +841,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
       ptx::mbarrier_init(addr(&full_bar[s]), kRsProducerThreads);
       ptx::mbarrier_init(addr(&empty_bar[s]), kRsConsumerThreads);
     }
-    for (int b = 0; b < 2; ++b) {
-      ptx::mbarrier_init(addr(&slot_full_bar[b]), kRsProducerThreads);
-      ptx::mbarrier_init(addr(&slot_empty_bar[b]), kRsConsumerThreads);
-    }
+    tables.init(kRsProducerThreads, kRsConsumerThreads);
   }
   __syncthreads();  // the barriers' initialization, visible to all
 
@@ -839,34 +872,19 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
-      const int b = n % 2;
-      ptx::mbarrier_wait_parity(addr(&slot_empty_bar[b]), ((n / 2) & 1) ^ 1);  // unit n - 2's epilogue is done
-      if (ptid < 32) sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, lane, &s_expert[b], &s_tile[b]);
-      ptx::named_barrier_sync(kWsProducerBarrier, kRsProducerThreads);
-      const int e = s_expert[b];
-      if (e >= 0 && ptid < kTok)
-        sm80::fill_row_tables<kTok>(e, s_tile[b], p.rows.begin, p.rows.count, p.a_gather, s_arow[b], s_orow[b],
-                                    ptid);
-      ptx::named_barrier_sync(kWsProducerBarrier, kRsProducerThreads);  // the A rows, visible to all producers
-      ptx::mbarrier_arrive(addr(&slot_full_bar[b]));
+      const int e = tables.template produce<kRsProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
-      // Sources of k-block 0, once per unit (each k-block adds its stride). B: row 0's past the
-      // expert's rows, so every address is in bounds; bit i of b_rows: token jb + 16i is real.
+      // Sources of k-block 0, once per unit (each k-block adds its stride).
       const uint8_t* b_src[T::kBChunks];
-      uint32_t b_rows = 0;
-#pragma unroll
-      for (int i = 0; i < T::kBChunks; ++i) {
-        const int64_t row = s_arow[b][jb + 16 * i];
-        b_src[i] = reinterpret_cast<const uint8_t*>(p.a_bf16 + max(row, int64_t(0)) * K + cb * 8);
-        b_rows |= row >= 0 ? 1u << i : 0u;
-      }
+      const uint32_t b_rows = b_sources<T::kBChunks, 16>(tables.arow[n % 2], jb, cb, p.a_bf16, K, b_src);
       const uint8_t* w_src[T::kWChunks];  // lane slot sl of fragment block blk, k-block 0
       uint32_t w_rows = 0;                // bit i: fragment row nb0 + blk is below N
 #pragma unroll
       for (int i = 0; i < T::kWChunks; ++i) {
         const int ch = ptid + i * kRsProducerThreads, blk = ch / 32, sl = ch % 32;
-        w_src[i] = reinterpret_cast<const uint8_t*>(w.q) + ((int64_t(e) * NB + nb0 + blk) * KB) * (kFragWords * 4) + sl * 16;
+        w_src[i] = reinterpret_cast<const uint8_t*>(w.q) + ((int64_t(e) * NB + nb0 + blk) * KB) * (kFragWords * 4) +
+                   sl * 16;
         w_rows |= nb0 + blk < NB ? 1u << i : 0u;
       }
       const bool s_on = s_blk < kBlocksPerCta && nb0 + s_blk < NB;
@@ -884,7 +902,8 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
         for (int i = 0; i < T::kWChunks; ++i) {
           const int blk = (ptid + i * kRsProducerThreads) / 32, sl = ptid % 32;
           if ((w_rows >> i) % 2 != 0)
-            ptx::cp_async_16(st + T::kBBytes + blk * (kFragWords * 4) + sl * 16, w_src[i] + kb * (kFragWords * 4), true);
+            ptx::cp_async_16(st + T::kBBytes + blk * (kFragWords * 4) + sl * 16, w_src[i] + kb * (kFragWords * 4),
+                             true);
         }
         if (s_on) ptx::cp_async_16(st + s_dst, s_src + kb * sb, true);
         ptx::cp_async_mbarrier_arrive_noinc(addr(&full_bar[s]));
@@ -902,9 +921,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
     int n = 0;
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
-      const int b = n % 2;
-      ptx::mbarrier_wait_parity(addr(&slot_full_bar[b]), (n / 2) & 1);
-      const int e = s_expert[b];
+      const int e = tables.consume(n);
       if (e < 0) return;
       const bool row_ok[2] = {nb0 + fb < NB, nb0 + fb + 1 < NB};  // fragment rows past N: zero weights
 
@@ -965,10 +982,10 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
 
       const int nbw = nb0 + fb;  // even
       if (nbw < NB) {
-        const volatile int64_t* orow = s_orow[b];  // read at each use (registers: see the RS kernel)
+        const volatile int64_t* orow = tables.orow[n % 2];  // read at each use (registers: see the RS kernel)
         epilogue<NT, GEMM1>(p, e, nbw, g, acc, [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; });
       }
-      ptx::mbarrier_arrive(addr(&slot_empty_bar[b]));  // this thread is done with the slot's tables
+      tables.release(n);
     }
   }
 #endif  // FP4MOE_SM90A
