@@ -132,14 +132,21 @@ constexpr int kStages = 5;
 constexpr int kSmemPerSm = 228 * 1024;   // H100/H200 shared memory per SM (1 KiB of it reserved per CTA)
 constexpr int kSmemPerCta = 227 * 1024;  // the most one CTA may opt in to
 
-// One pipeline stage: [B tile][16 fragment blocks][their scales].
+// One pipeline stage of every wgmma kernel: [B tile][16 fragment blocks][their scales].
 template <int NT>
-struct Tile {
+struct StageLayout {
   static constexpr int kTok = 8 * NT;                             // tokens per CTA = the wgmma N
   static constexpr int kBBytes = kTok * 128;                      // bf16 [tok][64 k], 128-byte swizzle
   static constexpr int kWBytes = kBlocksPerCta * kFragWords * 4;  // 8 KiB
   static constexpr int kSBytes = kBlocksPerCta * 64;              // room for NVFP4's 64 B per block
   static constexpr int kStageBytes = kBBytes + kWBytes + kSBytes;
+};
+
+// The RS kernel's stages and limits.
+template <int NT>
+struct Tile : StageLayout<NT> {
+  using S = StageLayout<NT>;
+  using S::kStageBytes, S::kTok;
   static constexpr int kPrefetch = kStages - 2;  // k-blocks loaded ahead; one more stage is read by the wgmma in flight
   static constexpr int kSmem = kStages * kStageBytes + 1024;      // + slack to align the base to 1024
   static constexpr int kStaticSmem = 2 * kTok * 8 + 16;           // row tables, expert and tile
@@ -496,12 +503,9 @@ __device__ __forceinline__ uint32_t b_sources(const int64_t* arow, int jb, int c
 #endif  // FP4MOE_SM90A
 
 template <int NT>
-struct WsTile {
-  static constexpr int kTok = 8 * NT;                             // tokens per CTA = the wgmma N
-  static constexpr int kBBytes = kTok * 128;
-  static constexpr int kWBytes = kBlocksPerCta * kFragWords * 4;  // 8 KiB
-  static constexpr int kSBytes = kBlocksPerCta * 64;              // room for NVFP4's 64 B per block
-  static constexpr int kStageBytes = kBBytes + kWBytes + kSBytes;
+struct WsTile : StageLayout<NT> {
+  using S = StageLayout<NT>;
+  using S::kStageBytes, S::kTok;
   static constexpr int kTableBytes = 2 * 2 * kTok * 8 + 2 * 2 * 4;  // two sets of row tables, experts, tiles
   // The stages take what the A buffers leave of one CTA's shared memory: 5 at 128 tokens
   // (25 KiB each), 7 at 64 (17 KiB). One CTA per SM: the A buffers (96 KiB) do not fit twice.
@@ -803,12 +807,9 @@ static_assert(kRsProducerRegs * kRsProducerThreads + kRsConsumerRegs * kRsConsum
 static_assert(kBlocksPerCta * 32 % kRsProducerThreads == 0, "the fragment blocks' 16-byte slots divide evenly");
 
 template <int NT>
-struct RsWsTile {
-  static constexpr int kTok = 8 * NT;
-  static constexpr int kBBytes = kTok * 128;
-  static constexpr int kWBytes = kBlocksPerCta * kFragWords * 4;  // 8 KiB
-  static constexpr int kSBytes = kBlocksPerCta * 64;
-  static constexpr int kStageBytes = kBBytes + kWBytes + kSBytes;
+struct RsWsTile : StageLayout<NT> {
+  using S = StageLayout<NT>;
+  using S::kStageBytes, S::kTok;
   static constexpr int kTableBytes = 2 * 2 * kTok * 8 + 2 * 2 * 4;
   static constexpr int kStages = (kSmemPerCta - kTableBytes - kWsBarrierBytes - kSwizzleAtom) / kStageBytes;
   static constexpr int kSmem = kSwizzleAtom + kStages * kStageBytes;
