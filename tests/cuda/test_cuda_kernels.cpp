@@ -425,63 +425,67 @@ TEST(CudaCombine, MatchesReferenceLoopBitExact) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const int64_t T = 19, k = 4, H = 1040, N = T * k;
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> y(size_t(N * H)), w(static_cast<size_t>(N)), old(size_t(T * H));
-  for (auto& v : y) v = nd(rng);
-  for (auto& v : w) v = std::fabs(nd(rng));
-  for (auto& v : old) v = nd(rng);
-  // a random permutation of the slots, a few of them unrouted
-  std::vector<int32_t> slot_row(static_cast<size_t>(N));
-  for (int64_t s = 0; s < N; ++s) slot_row[s] = int32_t(s);
-  std::shuffle(slot_row.begin(), slot_row.end(), rng);
-  for (int64_t s = 0; s < N; s += 5) slot_row[s] = -1;
-  DeviceBuffer d_y(y), d_w(w), d_slot(slot_row);
-  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
-    for (bool accumulate : {false, true}) {
-      for (bool unweighted : {false, true}) {
-        SCOPED_TRACE(std::string(dtype_name(dt)) + (accumulate ? " accumulate" : "") + (unweighted ? " w=1" : ""));
-        std::vector<float> init_exact;
-        const auto init = as_dtype(old, dt, init_exact);
-        std::vector<float> want(size_t(T * H));
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t i = 0; i < H; ++i) {
-            float acc = 0.0f;
-            for (int64_t j = 0; j < k; ++j) {
-              const int32_t r = slot_row[t * k + j];
-              if (r < 0) continue;
-              const float wj = unweighted ? 1.0f : w[t * k + j];
-              const float prod = wj * y[size_t(r) * H + i];
-              acc = acc + prod;
+  // k = 4, and k past the kernel's batch of 8 slots: 9 (a batch and one), 17
+  for (const int64_t k : {int64_t(4), int64_t(9), int64_t(17)}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    const int64_t T = 19, H = 1040, N = T * k;
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> y(size_t(N * H)), w(static_cast<size_t>(N)), old(size_t(T * H));
+    for (auto& v : y) v = nd(rng);
+    for (auto& v : w) v = std::fabs(nd(rng));
+    for (auto& v : old) v = nd(rng);
+    // a random permutation of the slots, a few of them unrouted
+    std::vector<int32_t> slot_row(static_cast<size_t>(N));
+    for (int64_t s = 0; s < N; ++s) slot_row[s] = int32_t(s);
+    std::shuffle(slot_row.begin(), slot_row.end(), rng);
+    for (int64_t s = 0; s < N; s += 5) slot_row[s] = -1;
+    DeviceBuffer d_y(y), d_w(w), d_slot(slot_row);
+    for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+      for (bool accumulate : {false, true}) {
+        for (bool unweighted : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + (accumulate ? " accumulate" : "") + (unweighted ? " w=1" : ""));
+          std::vector<float> init_exact;
+          const auto init = as_dtype(old, dt, init_exact);
+          std::vector<float> want(size_t(T * H));
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t i = 0; i < H; ++i) {
+              float acc = 0.0f;
+              for (int64_t j = 0; j < k; ++j) {
+                const int32_t r = slot_row[t * k + j];
+                if (r < 0) continue;
+                const float wj = unweighted ? 1.0f : w[t * k + j];
+                const float prod = wj * y[size_t(r) * H + i];
+                acc = acc + prod;
+              }
+              std::vector<uint8_t> cell(dtype_size(dt));
+              const float v = accumulate ? init_exact[t * H + i] + acc : acc;
+              detail::write_activation(cell.data(), dt, 0, v);
+              want[t * H + i] = detail::read_activation(cell.data(), dt, 0);
             }
-            std::vector<uint8_t> cell(dtype_size(dt));
-            const float v = accumulate ? init_exact[t * H + i] + acc : acc;
-            detail::write_activation(cell.data(), dt, 0, v);
-            want[t * H + i] = detail::read_activation(cell.data(), dt, 0);
+          DeviceBuffer out(size_t(T * H) * dtype_size(dt));
+          if (accumulate) out.upload(init);
+          cuda::CombineArgs a;
+          a.y = d_y.as<float>();
+          a.slot_row = d_slot.as<int32_t>();
+          a.topk_weights = unweighted ? nullptr : d_w.as<float>();
+          a.T = T;
+          a.k = k;
+          a.H = H;
+          a.out = out.data();
+          a.out_dtype = dt;
+          a.out_stride = H;
+          a.accumulate = accumulate;
+          cuda::combine(a, nullptr);
+          const auto raw = out.download<uint8_t>();
+          for (int64_t i = 0; i < T * H; ++i) {
+            const float g = detail::read_activation(raw.data(), dt, i);
+            if (!(std::memcmp(&g, &want[i], 4) == 0)) {
+              ADD_FAILURE() << "out[" << i / H << ", " << i % H << "]: gpu " << g << ", oracle " << want[i];
+              break;
+            }
           }
-        DeviceBuffer out(size_t(T * H) * dtype_size(dt));
-        if (accumulate) out.upload(init);
-        cuda::CombineArgs a;
-        a.y = d_y.as<float>();
-        a.slot_row = d_slot.as<int32_t>();
-        a.topk_weights = unweighted ? nullptr : d_w.as<float>();
-        a.T = T;
-        a.k = k;
-        a.H = H;
-        a.out = out.data();
-        a.out_dtype = dt;
-        a.out_stride = H;
-        a.accumulate = accumulate;
-        cuda::combine(a, nullptr);
-        const auto raw = out.download<uint8_t>();
-        for (int64_t i = 0; i < T * H; ++i) {
-          const float g = detail::read_activation(raw.data(), dt, i);
-          if (!(std::memcmp(&g, &want[i], 4) == 0)) {
-            ADD_FAILURE() << "out[" << i / H << ", " << i % H << "]: gpu " << g << ", oracle " << want[i];
-            break;
-          }
+          EXPECT_EQ(out.guard_damage(), "");
         }
-        EXPECT_EQ(out.guard_damage(), "");
       }
     }
   }
