@@ -131,6 +131,7 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
   const int nb = 2 * blockIdx.x;  // the CTA's fragment rows nb, nb + 1
   const bool row_ok[2] = {nb < NB, nb + 1 < NB};
   const int sb = frag_scale_bytes(MX ? 32 : 16);
+  const uint32_t decode_low = ptx::per_thread(kFragDecodeLow, w.zero);  // the decode table, one register
   const int kb0 = warp * p.kb_per_split, kb1 = min(KB, kb0 + p.kb_per_split);
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
@@ -196,7 +197,7 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
             uint32_t a[4];
-            sm80::weight_a_frag(a, wq[d][mt], ws[d][mt], kk, MX);
+            sm80::weight_a_frag(a, wq[d][mt], ws[d][mt], kk, MX, decode_low);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, b.b[nt][2 * kk], b.b[nt][2 * kk + 1]);
           }

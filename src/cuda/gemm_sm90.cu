@@ -219,6 +219,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
   const bool row_ok[2] = {nb0 + fb < NB, nb0 + fb + 1 < NB};  // fragment rows past N: zero weights
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
+  const uint32_t decode_low = ptx::per_thread(kFragDecodeLow, w.zero);  // the decode table, one register
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
     // ---- which (expert, token tile) is this slot: warp 0 scans count[] ----
@@ -309,7 +310,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
             uint4 unused;
             uint2 ws = make_uint2(0u, 0u);
             if (row_ok[mt]) sm80::load_weight_frag(frag[mt], scales[mt], lane, g, sb, mx, unused, ws);
-            sm80::weight_a_frag(a[mt], wq[mt], ws, kk, mx);
+            sm80::weight_a_frag(a[mt], wq[mt], ws, kk, mx, decode_low);
 #pragma unroll
             for (int j = 0; j < 4; ++j) ptx::reg_fence(a[mt][j]);
           }
@@ -325,7 +326,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
           uint4 unused;
           uint2 ws = make_uint2(0u, 0u);  // NVFP4: bytes [c 4][half 2]; MX: [c 2][half 2] in .x
           if (row_ok[mt]) sm80::load_weight_frag(frag[mt], scales[mt], lane, g, sb, mx, unused, ws);
-          sm80::weight_a_frag(a, wq[mt], ws, kk, mx);
+          sm80::weight_a_frag(a, wq[mt], ws, kk, mx, decode_low);
 #pragma unroll
           for (int j = 0; j < 4; ++j) ptx::reg_fence(a[j]);  // decoded before the fence
           ptx::wgmma_fence();
@@ -571,6 +572,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
+  const uint32_t decode_low = ptx::per_thread(kFragDecodeLow, w.zero);  // the decode table, one register
   // The persistent walk: unit u = (slot u / row_tiles, 256-row tile u % row_tiles), the CTAs
   // taking u = blockIdx.x, + gridDim.x, ... (the CTAs next to each other share a slot's B).
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
@@ -615,7 +617,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
         const uint32_t s = sm80::scale_rows_bf16x2(sw, d_sbyte[i], mx);  // row dg low, dg + 8 high
         uint32_t v[4][4];  // [t][j]: weight_a_frag's a_j of lane slot 4dg + t, before the scale
 #pragma unroll
-        for (int tt = 0; tt < 4; ++tt) frag_decode_word(i == 0 ? q[tt].x : q[tt].y, v[tt]);
+        for (int tt = 0; tt < 4; ++tt) frag_decode_word(i == 0 ? q[tt].x : q[tt].y, v[tt], decode_low);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {  // a_j: row dg (j even) or dg + 8, k 2t.. (j < 2) or 8 + 2t..
           uint4 chunk;
@@ -852,6 +854,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
+  const uint32_t decode_low = ptx::per_thread(kFragDecodeLow, w.zero);  // the decode table, one register
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
   const int64_t units = p.tiles * row_tiles;
 
@@ -952,7 +955,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
-            sm80::weight_a_frag(a[kk][mt], wq[mt], ws[mt], kk, mx);
+            sm80::weight_a_frag(a[kk][mt], wq[mt], ws[mt], kk, mx, decode_low);
 #pragma unroll
             for (int j = 0; j < 4; ++j) ptx::reg_fence(a[kk][mt][j]);
           }

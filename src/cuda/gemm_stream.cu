@@ -146,6 +146,7 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows;
   const int sb = frag_scale_bytes(w.block), chunks = sb / 16;
+  const uint32_t decode_low = ptx::per_thread(kFragDecodeLow, w.zero);  // the decode table, one register
   const bool mx = w.block == 32;
   uint8_t* ring = smem + warp * (kStages * kStageBytes);
   // A grid launched as this one's dependent (GEMM 2 after GEMM 1, FP4MOE_PDL=1) may start
@@ -211,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
             uint32_t a[4];
-            sm80::weight_a_frag(a, wq, ws, kk, mx);
+            sm80::weight_a_frag(a, wq, ws, kk, mx, decode_low);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, b[nt][kk][0], b[nt][kk][1]);
           }

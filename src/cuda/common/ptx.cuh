@@ -58,6 +58,11 @@ __device__ __forceinline__ void grid_dependency_trigger() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
+// v as per-thread data, given a run-time 0 that the compiler cannot see (WeightMatrix::zero):
+// v | (threadIdx.x & zero). A warp-uniform value used by many instructions that take only
+// vector registers (PRMT's first table register) is otherwise kept in a uniform register and
+// copied into a vector register before each use; this one is computed once and kept.
+__device__ __forceinline__ uint32_t per_thread(uint32_t v, uint32_t zero) { return v | (threadIdx.x & zero); }
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
