@@ -131,7 +131,7 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
   const int nb = 2 * blockIdx.x;  // the CTA's fragment rows nb, nb + 1
   const bool row_ok[2] = {nb < NB, nb + 1 < NB};
   const int sb = frag_scale_bytes(MX ? 32 : 16);
-  const uint32_t decode_low = ptx::per_thread(kFragDecodeLow, w.zero);  // the decode table, one register
+  const uint32_t decode_low = sm80::decode_table(w);
   const int kb0 = warp * p.kb_per_split, kb1 = min(KB, kb0 + p.kb_per_split);
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {

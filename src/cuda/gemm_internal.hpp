@@ -75,7 +75,7 @@ struct WeightMatrix {
   int64_t num_experts = 0;
   int N = 0, K = 0, Kp = 0;        // device rows, logical K, padded K
   int block = 16;                  // 16: e4m3 scale codes; 32: MX exponent codes
-  uint32_t zero = 0;                // 0, unknown to the compiler (ptx::per_thread)
+  uint32_t zero = 0;                // 0, unknown to the compiler (sm80::decode_table)
 };
 
 FP4MOE_HD int frag_scale_bytes(int block) { return kFragRows * kFragK / block; }
@@ -175,8 +175,7 @@ FP4MOE_HD uint32_t frag_word_load(uint32_t stored) {
 // memory layout (frag_word_store) already holds in place: per 8 values 4 PRMT, 2 LOP3 and 3
 // shifts. (The shifts as IMAD.HI on the FMA pipe measured 5-12% slower at every T.)
 // kFragDecodeLow: the table's bytes 0-3 (index (m, e0) -> e0 << 7 | m << 6). The kernels pass
-// it as per-thread data (ptx::per_thread), which ptxas keeps in one register: as a literal it
-// sits in a uniform register and is copied into a vector register before most PRMT.
+// it in one register (sm80::decode_table).
 inline constexpr uint32_t kFragDecodeLow = 0xC0408000u;
 FP4MOE_HD void frag_decode_word(uint32_t q, uint32_t (&a)[4], uint32_t kLow = kFragDecodeLow) {
   constexpr uint32_t kHigh = 0x81800100u;  // bytes 4-7: index 4 + (s, e1) -> s << 7 | e1

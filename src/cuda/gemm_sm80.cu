@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
   const int nb0 = blockIdx.x * kBlocksPerCta;
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
-  const uint32_t decode_low = ptx::per_thread(kFragDecodeLow, w.zero);  // the decode table, one register
+  const uint32_t decode_low = sm80::decode_table(w);
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
     const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,

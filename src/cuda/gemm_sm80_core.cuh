@@ -138,6 +138,13 @@ __device__ __forceinline__ void load_weight_frag(const uint8_t* frag, const uint
   ws = mx ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
 }
 
+// The decode table's first register (kFragDecodeLow) for weight_a_frag / frag_decode_word,
+// once per kernel: per-thread data (ptx::per_thread with w.zero), which ptxas keeps in one
+// vector register; the literal it kept in a uniform register and copied before most PRMT.
+__device__ __forceinline__ uint32_t decode_table(const WeightMatrix& w) {
+  return ptx::per_thread(kFragDecodeLow, w.zero);
+}
+
 // The A operand (weights, rows g / g+8) of k-step kk of one m16 tile, decoded to bf16 in
 // registers: per 8 values, the table decode of frag_decode_word and 4 bf16x2 multiplies by
 // the folded block scale (exact), each by one half of the rows' scale pair broadcast

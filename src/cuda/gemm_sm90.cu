@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
   const bool row_ok[2] = {nb0 + fb < NB, nb0 + fb + 1 < NB};  // fragment rows past N: zero weights
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
-  const uint32_t decode_low = ptx::per_thread(kFragDecodeLow, w.zero);  // the decode table, one register
+  const uint32_t decode_low = sm80::decode_table(w);
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
     // ---- which (expert, token tile) is this slot: warp 0 scans count[] ----
@@ -572,7 +572,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
-  const uint32_t decode_low = ptx::per_thread(kFragDecodeLow, w.zero);  // the decode table, one register
+  const uint32_t decode_low = sm80::decode_table(w);
   // The persistent walk: unit u = (slot u / row_tiles, 256-row tile u % row_tiles), the CTAs
   // taking u = blockIdx.x, + gridDim.x, ... (the CTAs next to each other share a slot's B).
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
@@ -854,7 +854,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
-  const uint32_t decode_low = ptx::per_thread(kFragDecodeLow, w.zero);  // the decode table, one register
+  const uint32_t decode_low = sm80::decode_table(w);
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
   const int64_t units = p.tiles * row_tiles;
 

@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows;
   const int sb = frag_scale_bytes(w.block), chunks = sb / 16;
-  const uint32_t decode_low = ptx::per_thread(kFragDecodeLow, w.zero);  // the decode table, one register
+  const uint32_t decode_low = sm80::decode_table(w);
   const bool mx = w.block == 32;
   uint8_t* ring = smem + warp * (kStages * kStageBytes);
   // A grid launched as this one's dependent (GEMM 2 after GEMM 1, FP4MOE_PDL=1) may start
