@@ -420,17 +420,20 @@ std::string why_no_sm90(int device);
 int64_t sm90_launches();
 int64_t sm90_ws_launches();
 int64_t sm90_rsws_launches();
+int64_t sm90_rsws4_launches();
 // Which wgmma kernels run: rs (A decoded into registers, every warp loads), ws (SS,
 // warp-specialized: producer warpgroups decode A into shared memory for consumer warpgroups),
 // rsws (RS, warp-specialized: one producer warpgroup loads, consumer warpgroups decode A into
-// registers), or automatic (the default: rsws at every token tile, the fastest on the H200:
-// kimi-k2 T = 2048 / 8192 / 16384 6.50 / 17.00 / 25.93 ms against rs 7.22 / 18.69 and ws
-// 30.45). The environment's FP4MOE_SM90_KERNEL=rs|ws|rsws forces one, read at the first call;
-// set_sm90_kernel overrides it for the whole process (tests run every kernel).
-enum class Sm90Kernel { automatic, rs, ws, rsws };
+// registers), rsws4 (rsws with 4 consumer warpgroups of one m-tile per warp; 64-token tiles
+// only, rsws takes the 128-token ones), or automatic (the default: rsws4 at 64-token tiles,
+// rsws at 128, the fastest on the H200: kimi-k2 T = 2048 / 8192 / 16384 5.90 / 15.45 / 24.5
+// ms; rsws alone 6.13 / 16.00 at 64 tokens; rs 7.22 / 18.69 / -, ws - / - / 30.45 in the
+// fourth run). The environment's FP4MOE_SM90_KERNEL=rs|ws|rsws|rsws4 forces one, read at the
+// first call; set_sm90_kernel overrides it for the whole process (tests run every kernel).
+enum class Sm90Kernel { automatic, rs, ws, rsws, rsws4 };
 Sm90Kernel sm90_kernel();
 void set_sm90_kernel(Sm90Kernel k);
-// The kernel that the wgmma launch of config `c` runs: rs, ws or rsws (never automatic).
+// The kernel that the wgmma launch of config `c` runs: rs, ws, rsws or rsws4 (never automatic).
 Sm90Kernel sm90_kernel_for(const Sm90Config& c);
 // Tests: launch the persistent (warp-specialized) kernels with at most `ctas` CTAs (0: the default, one per
 // SM), so that each CTA walks many (slot, row tile) units.

@@ -78,7 +78,9 @@ struct Params {
   sm80::Epilogue epi;
 };
 
-template <int NT, bool A_FP4, bool GEMM1>
+// MX: the weights' scales are MX exponents (w.block == 32), known at compile time so that the
+// scale selection of every k-step folds to constants (ptxas recomputed it per k-block).
+template <int NT, bool A_FP4, bool GEMM1, bool MX>
 __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3 : 4) sm80_grouped_gemm(const Params p) {
   using T = Tile<NT, A_FP4>;
   constexpr int kTok = T::kTok;
@@ -92,8 +94,8 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   const int nb0 = blockIdx.x * kBlocksPerCta;
-  const bool mx = w.block == 32;
-  const int sb = frag_scale_bytes(w.block);
+  constexpr bool mx = MX;
+  const int sb = frag_scale_bytes(MX ? 32 : 16);
   const uint32_t decode_low = sm80::decode_table(w);
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
@@ -233,16 +235,22 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
   }
 }
 
-// The listed instantiations: token tile {8, 16, 32} x A {bf16, NVFP4} x {GEMM 1, GEMM 2}.
-template <bool A_FP4, bool GEMM1>
+// The listed instantiations: token tile {8, 16, 32} x A {bf16, NVFP4} x {GEMM 1, GEMM 2} x
+// weight scales {NVFP4, MX}.
+template <bool A_FP4, bool GEMM1, bool MX>
 void launch(const Gemm80Config& c, const Params& p, cudaStream_t stream) {
   const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y));
   switch (c.token_tile) {
-    case 8: sm80_grouped_gemm<1, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p); break;
-    case 16: sm80_grouped_gemm<2, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p); break;
-    default: sm80_grouped_gemm<4, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p); break;
+    case 8: sm80_grouped_gemm<1, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
+    case 16: sm80_grouped_gemm<2, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
+    default: sm80_grouped_gemm<4, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
   }
   FP4MOE_CUDA_CHECK_LAUNCH();
+}
+template <bool A_FP4, bool GEMM1>
+void launch(const Gemm80Config& c, const Params& p, cudaStream_t stream) {
+  if (p.w.block == 32) launch<A_FP4, GEMM1, true>(c, p, stream);
+  else launch<A_FP4, GEMM1, false>(c, p, stream);
 }
 
 // FP4MOE_LOG=1: each config once per shape.

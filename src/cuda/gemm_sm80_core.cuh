@@ -97,14 +97,14 @@ __device__ __forceinline__ int enter_slot(int64_t slot, int warp, int lane, cons
   return e;
 }
 
-// Each of the warp's accumulators (two m16 tiles x NT n8 tiles, the layout the epilogues
-// read) through a reg_fence (the wgmma kernels): after wgmma_wait_group<0>, so that no read
-// of them (the epilogue) is scheduled before the wait; after zeroing, so that the zeroes are
-// in place before the first wgmma_fence.
-template <int NT>
-__device__ __forceinline__ void fence_acc(float (&acc)[2][NT][4]) {
+// Each of the warp's accumulators (MT m16 tiles x NT n8 tiles, the layout the epilogues
+// read; MT = 2 but in the one-tile wgmma kernel) through a reg_fence (the wgmma kernels):
+// after wgmma_wait_group<0>, so that no read of them (the epilogue) is scheduled before the
+// wait; after zeroing, so that the zeroes are in place before the first wgmma_fence.
+template <int NT, int MT>
+__device__ __forceinline__ void fence_acc(float (&acc)[MT][NT][4]) {
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -112,10 +112,10 @@ __device__ __forceinline__ void fence_acc(float (&acc)[2][NT][4]) {
 }
 
 // The warp's accumulators, zeroed; FENCED: then passed through fence_acc.
-template <int NT, bool FENCED = false>
-__device__ __forceinline__ void zero_acc(float (&acc)[2][NT][4]) {
+template <int NT, bool FENCED = false, int MT>
+__device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -190,12 +190,13 @@ inline Epilogue gemm1_epilogue(const LayerDesc& d, const Gemm1Args& a) {
   return e;
 }
 
-// GEMM 1 epilogue of one warp's `tiles` m16 tiles (fragment rows nbw, nbw + 1; nbw even
-// when tiles == 2): acc[mt][nt] holds rows g (c0, c1: gate of i = (nbw + mt) * 8 + g) and
+// GEMM 1 epilogue of one warp's `tiles` m16 tiles of its MT (fragment rows nbw, nbw + 1; nbw
+// even when tiles == 2): acc[mt][nt] holds rows g (c0, c1: gate of i = (nbw + mt) * 8 + g) and
 // g + 8 (c2, c3: up of the same i) for tokens nt * 8 + 2t + {0, 1}; out_row(nt, c) is that
 // token's output row or -1. h = act(gate * mult + bias, up * mult + bias), rounded to bf16;
 // with h_fp4 or h_values (tiles must be 2), the warp's 16 i of one token are one NVFP4 block,
-// requantized here (shuffles: all lanes must call this).
+// requantized here (shuffles: all lanes must call this). With MT = 1 (the one-tile wgmma
+// kernel, whose callers pass no NVFP4 h) there is no requantization.
 //
 // Each 8-token column nt is done by one body. For NT >= 16 (the wgmma kernels' 128-token
 // tiles) four bodies run in a loop that is not unrolled, fed by shifting the accumulator
@@ -204,23 +205,23 @@ inline Epilogue gemm1_epilogue(const LayerDesc& d, const Gemm1Args& a) {
 // straight-line code, fetched once per tile (ncu: no_instruction stalls). On the H200 the
 // loop made kimi-k2 T = 16384 9% faster and qwen3-235b T = 2048-16384 9-21%; at NT = 8
 // (64-token tiles) it measured 0.4-1.5% slower, so those stay unrolled.
-template <int NT, class OutRow>
+template <int NT, class OutRow, int MT>
 __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMatrix& w, int e, int nbw, int g,
-                                               float mult, const float (&acc)[2][NT][4], OutRow out_row,
-                                               int tiles = 2) {
+                                               float mult, const float (&acc)[MT][NT][4], OutRow out_row,
+                                               int tiles = MT) {
   const int I = w.N / 2;
-  float bg[2], bu[2];
+  float bg[MT], bu[MT];
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
+  for (int mt = 0; mt < MT; ++mt) {
     const int i = (nbw + mt) * 8 + g;
     bg[mt] = w.bias && mt < tiles ? w.bias[int64_t(e) * w.N + i] : 0.0f;
     bu[mt] = w.bias && mt < tiles ? w.bias[int64_t(e) * w.N + I + i] : 0.0f;
   }
   // Token column nt, its accumulators a[mt][0..3] = acc[mt][nt][0..3].
-  auto column = [&](int nt, const float (&a)[2][4]) {
-    float hv[2][2] = {};
+  auto column = [&](int nt, const float (&a)[MT][4]) {
+    float hv[MT][2] = {};
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+    for (int mt = 0; mt < MT; ++mt) {
       if (mt >= tiles) break;
       const int i = (nbw + mt) * 8 + g;
 #pragma unroll
@@ -231,27 +232,29 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
         if (p.h_bf16 && r >= 0) p.h_bf16[r * I + i] = bf16_from_f32(hv[mt][c]);
       }
     }
-    if (p.h_fp4 || p.h_values) {
+    if constexpr (MT == 2) {
+      if (p.h_fp4 || p.h_values) {
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        float amax = fmaxf(fabsf(hv[0][c]), fabsf(hv[1][c]));
-        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 4));
-        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 8));
-        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 16));
-        const uint8_t sc = nvfp4_scale_code(amax, p.h_gs);
-        const float inv = nvfp4_inv_scale(sc, p.h_gs);
-        const int64_t r = out_row(nt, c);
+        for (int c = 0; c < 2; ++c) {
+          float amax = fmaxf(fabsf(hv[0][c]), fabsf(hv[1][c]));
+          amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 4));
+          amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 8));
+          amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 16));
+          const uint8_t sc = nvfp4_scale_code(amax, p.h_gs);
+          const float inv = nvfp4_inv_scale(sc, p.h_gs);
+          const int64_t r = out_row(nt, c);
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          const uint32_t q = e2m1_from_f32(hv[mt][c] * inv);
-          const int i = (nbw + mt) * 8 + g;
-          if (p.h_fp4) {
-            const uint32_t q_next = __shfl_xor_sync(0xFFFFFFFFu, q, 4);  // i + 1 lives in g ^ 1
-            if (r >= 0 && (g % 2) == 0) p.h_fp4[r * (I / 2) + i / 2] = pack_e2m1(uint8_t(q), uint8_t(q_next));
+          for (int mt = 0; mt < 2; ++mt) {
+            const uint32_t q = e2m1_from_f32(hv[mt][c] * inv);
+            const int i = (nbw + mt) * 8 + g;
+            if (p.h_fp4) {
+              const uint32_t q_next = __shfl_xor_sync(0xFFFFFFFFu, q, 4);  // i + 1 lives in g ^ 1
+              if (r >= 0 && (g % 2) == 0) p.h_fp4[r * (I / 2) + i / 2] = pack_e2m1(uint8_t(q), uint8_t(q_next));
+            }
+            if (p.h_values && r >= 0) p.h_values[r * I + i] = nvfp4_value_bf16(uint8_t(q), e4m3_to_f32(sc));
           }
-          if (p.h_values && r >= 0) p.h_values[r * I + i] = nvfp4_value_bf16(uint8_t(q), e4m3_to_f32(sc));
+          if (p.h_fp4 && r >= 0 && g == 0) p.h_scale[r * (I / 16) + nbw * 8 / 16] = sc;
         }
-        if (p.h_fp4 && r >= 0 && g == 0) p.h_scale[r * (I / 16) + nbw * 8 / 16] = sc;
       }
     }
   };
@@ -261,9 +264,9 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
   // columns unrolled.
   constexpr int kChunk = NT < 16 ? NT : 4;
   static_assert(NT % kChunk == 0, "whole chunks of columns");
-  float rest[2][NT][4];  // column 0 is the next one to write
+  float rest[MT][NT][4];  // column 0 is the next one to write
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -272,15 +275,15 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
   for (int nt = 0; nt < NT; nt += kChunk) {
 #pragma unroll
     for (int q = 0; q < kChunk; ++q) {
-      float a[2][4];
+      float a[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int j = 0; j < 4; ++j) a[mt][j] = rest[mt][q][j];
       column(nt + q, a);
     }
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int k = 0; k + kChunk < NT; ++k)
 #pragma unroll
@@ -288,15 +291,15 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
   }
 }
 
-// GEMM 2 epilogue of one warp's `tiles` m16 tiles nbw, nbw + 1 (each only when < N / 16):
-// y[row][n] = acc * mult + bias[n], fp32, for device row n = (nbw + mt) * 16 + g (+ 8).
-template <int NT, class OutRow>
+// GEMM 2 epilogue of one warp's `tiles` m16 tiles nbw, nbw + 1, ... of its MT (each only when
+// < N / 16): y[row][n] = acc * mult + bias[n], fp32, for device row n = (nbw + mt) * 16 + g (+ 8).
+template <int NT, class OutRow, int MT>
 __device__ __forceinline__ void epilogue_gemm2(const Epilogue& p, const WeightMatrix& w, int e, int nbw, int g,
-                                               float mult, const float (&acc)[2][NT][4], OutRow out_row,
-                                               int tiles = 2) {
+                                               float mult, const float (&acc)[MT][NT][4], OutRow out_row,
+                                               int tiles = MT) {
   const int NB = w.N / kFragRows;
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
+  for (int mt = 0; mt < MT; ++mt) {
     if (mt >= tiles || nbw + mt >= NB) continue;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {

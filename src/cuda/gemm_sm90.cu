@@ -39,9 +39,10 @@
 // Work assignment as in the fast path: blockIdx.x = 256-row tile, blockIdx.y walks the
 // (expert, token tile) slots found by a warp scan over count[]. No atomics: deterministic.
 //
-// Three kernels; sm90_kernel_for picks (FP4MOE_SM90_KERNEL=rs|ws|rsws forces one): by default
-// the RS warp-specialized kernel (rsws, at the end of the file), the fastest at every token
-// tile. The two below stay as the measured alternatives and are tested like it.
+// Three kernels; sm90_kernel_for picks (FP4MOE_SM90_KERNEL=rs|ws|rsws|rsws4 forces one): by
+// default the RS warp-specialized kernel (rsws, at the end of the file), the fastest at every
+// token tile, in its wide variant (rsws4) at 64-token tiles. The two below stay as the
+// measured alternatives and are tested like it.
 //
 // The SS warp-specialized kernel (ws). Why: the RS kernel is latency-bound (H200 ncu, notes
 // of 2026-11-30: 8-16 warps per SM, issue slots 33% busy, ~6 cycles per issued
@@ -179,8 +180,8 @@ struct Params {
 
 // Both kernels' epilogue: the fast path's, on the warp's fragment rows nbw, nbw + 1 of expert e.
 // NVFP4 h is not written here: a second kernel requantizes it from the bf16 h (staging).
-template <int NT, bool GEMM1, class OutRow>
-__device__ __forceinline__ void epilogue(const Params& p, int e, int nbw, int g, const float (&acc)[2][NT][4],
+template <int NT, bool GEMM1, class OutRow, int MT>
+__device__ __forceinline__ void epilogue(const Params& p, int e, int nbw, int g, const float (&acc)[MT][NT][4],
                                          OutRow out_row) {
   const float mult = p.w.epi[e] * p.a_mult;
   if constexpr (GEMM1) {
@@ -787,49 +788,78 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
 // Barriers (mbarriers; `it` counts the CTA's k-blocks over all its units, alike in both roles):
 //   full[s]   128 arrivals: each producer thread's cp.async.mbarrier.arrive.noinc, made when its
 //             copies of the stage have landed
-//   empty[s]  256: every consumer thread once per fill, once the wgmma groups that read the
-//             stage's B are complete and its own reads of the weights and scales are done
-//   tables.full[b] / tables.empty[b] 128 / 256: row tables set b, as in the SS kernel
+//   empty[s]  256 (512 in rsws4): every consumer thread once per fill, once the wgmma groups
+//             that read the stage's B are complete and its own reads of the weights and scales
+//             are done
+//   tables.full[b] / tables.empty[b] 128 / 256 (512): row tables set b, as in the SS kernel
 // Race freedom, as argued at the SS kernel: the producers refill stage s (fill f) only after
 // empty[s] phase f - 1; the consumers read it (their weight loads, the wgmma's B) only after
 // full[s] phase f, and fence.proxy.async makes the cp.async data visible to wgmma; a[kk] is
 // rewritten only after the group that read it completed (wait_group); the row tables as in
 // the SS kernel. Neither role can be two phases behind on a barrier: each phase needs the
 // waiter's own arrivals of the phase before.
-constexpr int kRsConsumerWgs = 2;
-constexpr int kRsThreads = 3 * 128;
-constexpr int kRsConsumerThreads = kRsConsumerWgs * 128;
-constexpr int kRsProducerThreads = kRsThreads - kRsConsumerThreads;
-constexpr int kRsProducerRegs = 56;
-constexpr int kRsConsumerRegs = 224;
-constexpr int kRsLaunchRegs = 168;  // 65536 / 384, rounded down to a multiple of 8
-static_assert(kRsProducerRegs * kRsProducerThreads + kRsConsumerRegs * kRsConsumerThreads <=
-                  kRsLaunchRegs * kRsThreads,
-              "the registers the roles ask for must be the ones the CTA got at launch");
-static_assert(kBlocksPerCta * 32 % kRsProducerThreads == 0, "the fragment blocks' 16-byte slots divide evenly");
+//
+// The wide variant (rsws4, the default at 64-token tiles): 4 consumer warpgroups of one m-tile
+// per warp (warp wl of warpgroup c owns fragment row c*4 + wl; 4 wgmma per k-block and
+// warpgroup) and the same producer warpgroup, 640 threads: twice the decoding warps for the
+// same CTA tile and stages, each with half the decode per k-block. Why: at 64 tokens a
+// k-block's MMA is half that of a 128-token tile for the same decode, and the consumers'
+// decode bound the kernel (ncu, kimi-k2 shapes: producer waiting for free stages 47% of its
+// time; consumers issuing 0.21 instructions per cycle each, 2 per SM sub-partition). On the
+// H200, kimi-k2 T = 2048 / 8192: 5,895 / 15,448 us against 6,131 / 15,997 (notes v6). With
+// 2 producer warps instead (576 threads) it was 15% slower than rsws: the producer bound it.
+// No setmaxnreg: the launch's 96 registers per thread (20 warps, 5 per SM sub-partition's
+// 64 KiB register file) hold the consumers' 32 accumulators and two A sets without spills.
+//
+// Roles of a kernel with kCw consumer warpgroups (2 or 4).
+template <int kCw>
+struct RsRoles {
+  static constexpr int kConsumerThreads = kCw * 128;
+  static constexpr int kProducerThreads = 128;
+  static constexpr int kThreads = kConsumerThreads + kProducerThreads;
+  static constexpr int kMt = 4 / kCw;  // m-tiles (fragment rows) per consumer warp
+  // setmaxnreg (a whole producer warpgroup only): the consumers take what the producer gives.
+  static constexpr bool kSetMaxNReg = kCw == 2;
+  static constexpr int kProducerRegs = 56;
+  static constexpr int kConsumerRegs = 224;
+  static constexpr int kLaunchRegs = 168;  // 65536 / 384, rounded down to a multiple of 8
+  static_assert(kCw == 2 || kCw == 4, "2 or 4 consumer warpgroups");
+  static_assert(kCw * 4 * kMt == kBlocksPerCta, "the consumer warps cover the CTA's fragment rows");
+  static_assert(!kSetMaxNReg ||
+                    kProducerRegs * kProducerThreads + kConsumerRegs * kConsumerThreads <= kLaunchRegs * kThreads,
+                "the registers the roles ask for must be the ones the CTA got at launch");
+  static_assert(kBlocksPerCta * 32 % kProducerThreads == 0, "the fragment blocks' 16-byte slots divide evenly");
+};
 
-template <int NT>
+template <int NT, int kCw>
 struct RsWsTile : StageLayout<NT> {
   using S = StageLayout<NT>;
   using S::kStageBytes, S::kTok;
+  using R = RsRoles<kCw>;
   static constexpr int kTableBytes = 2 * 2 * kTok * 8 + 2 * 2 * 4;
   static constexpr int kStages = (kSmemPerCta - kTableBytes - kWsBarrierBytes - kSwizzleAtom) / kStageBytes;
   static constexpr int kSmem = kSwizzleAtom + kStages * kStageBytes;
-  static constexpr int kBChunks = kTok * 8 / kRsProducerThreads;  // B chunks per producer thread and stage
-  static constexpr int kWChunks = kBlocksPerCta * 32 / kRsProducerThreads;
+  static constexpr int kBStep = R::kProducerThreads / 8;            // tokens between a thread's B chunks
+  static constexpr int kBChunks = kTok * 8 / R::kProducerThreads;  // B chunks per producer thread and stage
+  static constexpr int kWChunks = kBlocksPerCta * 32 / R::kProducerThreads;
   static_assert(kStageBytes % kSwizzleAtom == 0, "every B tile must start 1024-byte aligned");
   static_assert((2 * kStages + 4) * 8 <= kWsBarrierBytes, "the mbarriers must fit their reserved bytes");
   static_assert(kSmem + kTableBytes + kWsBarrierBytes <= kSmemPerCta, "one CTA's shared memory must fit");
   static_assert(kStages >= 4, "keep the loads several k-blocks ahead");
-  static_assert((kTok * 8) % kRsProducerThreads == 0, "the B tile's chunks must divide evenly over the producers");
-  static_assert(kTok <= kRsProducerThreads, "one producer thread per token row fills the row tables");
+  static_assert((kTok * 8) % R::kProducerThreads == 0, "the B tile's chunks must divide evenly over the producers");
+  static_assert(kTok <= R::kProducerThreads, "one producer thread per token row fills the row tables");
+  static_assert(kBlocksPerCta * 64 <= R::kProducerThreads * 16, "the producers cover every fragment row's scales");
 };
 
-template <int NT, bool GEMM1>
-__global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) {
+// MX: the weights' scales are MX exponents (w.block == 32), known at compile time: the scale
+// selection of every k-block then folds to constants (at run time it was ~25 instructions
+// per k-block and warp, which ptxas recomputed rather than keep in registers).
+template <int NT, bool GEMM1, int kCw, bool MX>
+__global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(const Params p) {
 #if defined(FP4MOE_SM90A)
-  using T = RsWsTile<NT>;
-  constexpr int kTok = T::kTok, kStages = T::kStages;
+  using T = RsWsTile<NT, kCw>;
+  using R = RsRoles<kCw>;
+  constexpr int kTok = T::kTok, kStages = T::kStages, kMt = R::kMt;
   extern __shared__ uint8_t smem_raw[];
   __shared__ UnitTables<kTok> tables;
   __shared__ uint64_t full_bar[kStages], empty_bar[kStages];
@@ -841,10 +871,10 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      ptx::mbarrier_init(addr(&full_bar[s]), kRsProducerThreads);
-      ptx::mbarrier_init(addr(&empty_bar[s]), kRsConsumerThreads);
+      ptx::mbarrier_init(addr(&full_bar[s]), R::kProducerThreads);
+      ptx::mbarrier_init(addr(&empty_bar[s]), R::kConsumerThreads);
     }
-    tables.init(kRsProducerThreads, kRsConsumerThreads);
+    tables.init(R::kProducerThreads, R::kConsumerThreads);
   }
   __syncthreads();  // the barriers' initialization, visible to all
 
@@ -852,21 +882,21 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
   const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4, 0), wl = warp % 4;  // warp-uniform
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
-  const bool mx = w.block == 32;
+  constexpr bool mx = MX;
   const int sb = frag_scale_bytes(w.block);
   const uint32_t decode_low = sm80::decode_table(w);
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
   const int64_t units = p.tiles * row_tiles;
 
-  if (wg == kRsConsumerWgs) {
+  if (wg == kCw) {
     // ================= producer: every copy of every stage =================
-    ptx::setmaxnreg_dec<kRsProducerRegs>();
-    const int ptid = int(threadIdx.x) - kRsConsumerThreads;
-    // B: chunk cb (k 8cb..8cb+7 of the k-block) of tokens jb + 16i; (jb + 16i) % 8 = jb % 8.
+    if constexpr (R::kSetMaxNReg) ptx::setmaxnreg_dec<R::kProducerRegs>();
+    const int ptid = int(threadIdx.x) - R::kConsumerThreads;
+    // B: chunk cb (k 8cb..8cb+7 of the k-block) of tokens jb + kBStep i; (jb + kBStep i) % 8 = jb % 8.
     const int jb = ptid / 8, cb = ptid % 8;
     const int b_dst = jb * 128 + sm80::a_bf16_swizzle(jb, cb);
-    // Weights: lane slot sl = ch % 32 of fragment block ch / 32, ch = ptid + 128i, in the
-    // global layout's order (load_weight_frag reads slot `lane` at lane * 16).
+    // Weights: lane slot ptid % 32 of fragment blocks ptid / 32 + kWBlockStep i, in the global
+    // layout's order (load_weight_frag reads slot `lane` at lane * 16).
     // Scales: 16-byte part s_part of fragment row s_blk's sb bytes (the first 16 * sb / 16 threads).
     const int s_blk = ptid / (sb / 16), s_part = ptid % (sb / 16);
     const int s_dst = T::kBBytes + T::kWBytes + s_blk * 64 + s_part * 16;
@@ -876,23 +906,27 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
-      const int e = tables.template produce<kRsProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, ptid);
+      const int e = tables.template produce<R::kProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
       // Sources of k-block 0, once per unit (each k-block adds its stride).
       const uint8_t* b_src[T::kBChunks];
-      const uint32_t b_rows = b_sources<T::kBChunks, 16>(tables.arow[n % 2], jb, cb, p.a_bf16, K, b_src);
-      const uint8_t* w_src[T::kWChunks];  // lane slot sl of fragment block blk, k-block 0
-      uint32_t w_rows = 0;                // bit i: fragment row nb0 + blk is below N
+      const uint32_t b_rows = b_sources<T::kBChunks, T::kBStep>(tables.arow[n % 2], jb, cb, p.a_bf16, K, b_src);
+      // Weight chunk i: fragment block blk_i = ptid / 32 + kWBlockStep i, whose k-block 0 is at
+      // w_src + i * w_step (one pointer: one per chunk made the producer spill).
+      constexpr int kWBlockStep = R::kProducerThreads / 32;
+      const uint8_t* const w_src = reinterpret_cast<const uint8_t*>(w.q) +
+                                   ((int64_t(e) * NB + nb0 + ptid / 32) * KB) * (kFragWords * 4) + (ptid % 32) * 16;
+      const int64_t w_step = int64_t(kWBlockStep) * KB * (kFragWords * 4);
+      // Fragment rows past N: their stage bytes are filled with zeros (a zero-size copy from a
+      // valid address), so the consumers decode zero weights there without a select.
+      uint32_t w_rows = 0;  // bit i: fragment row nb0 + blk_i is below N
 #pragma unroll
-      for (int i = 0; i < T::kWChunks; ++i) {
-        const int ch = ptid + i * kRsProducerThreads, blk = ch / 32, sl = ch % 32;
-        w_src[i] = reinterpret_cast<const uint8_t*>(w.q) + ((int64_t(e) * NB + nb0 + blk) * KB) * (kFragWords * 4) +
-                   sl * 16;
-        w_rows |= nb0 + blk < NB ? 1u << i : 0u;
-      }
-      const bool s_on = s_blk < kBlocksPerCta && nb0 + s_blk < NB;
-      const uint8_t* s_src = w.scale + ((int64_t(e) * NB + nb0 + s_blk) * KB) * sb + s_part * 16;
+      for (int i = 0; i < T::kWChunks; ++i) w_rows |= nb0 + ptid / 32 + kWBlockStep * i < NB ? 1u << i : 0u;
+      const bool s_on = s_blk < kBlocksPerCta, s_row = nb0 + s_blk < NB;
+      const uint8_t* const anywhere = w.scale;  // a valid address for the zero-size copies
+      const uint8_t* s_src = s_row ? w.scale + ((int64_t(e) * NB + nb0 + s_blk) * KB) * sb + s_part * 16 : anywhere;
+      const int s_step = s_row ? sb : 0;
       for (int kb = 0; kb < KB; ++kb, ++it) {
         const int s = int(it % kStages);
         ptx::mbarrier_wait_parity(addr(&empty_bar[s]), ((it / kStages) & 1) ^ 1);
@@ -901,24 +935,24 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
         const int b_off = k_ok ? kb * (kFragK * 2) : 0;
 #pragma unroll
         for (int i = 0; i < T::kBChunks; ++i)  // zeros past the expert's rows
-          ptx::cp_async_16(st + b_dst + i * 16 * 128, b_src[i] + b_off, k_ok && (b_rows >> i) % 2 != 0);
+          ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_src[i] + b_off, k_ok && (b_rows >> i) % 2 != 0);
 #pragma unroll
         for (int i = 0; i < T::kWChunks; ++i) {
-          const int blk = (ptid + i * kRsProducerThreads) / 32, sl = ptid % 32;
-          if ((w_rows >> i) % 2 != 0)
-            ptx::cp_async_16(st + T::kBBytes + blk * (kFragWords * 4) + sl * 16, w_src[i] + kb * (kFragWords * 4),
-                             true);
+          const int blk = ptid / 32 + kWBlockStep * i, sl = ptid % 32;
+          const bool real = (w_rows >> i) % 2 != 0;
+          ptx::cp_async_16(st + T::kBBytes + blk * (kFragWords * 4) + sl * 16,
+                           real ? w_src + i * w_step + kb * (kFragWords * 4) : anywhere, real);
         }
-        if (s_on) ptx::cp_async_16(st + s_dst, s_src + kb * sb, true);
+        if (s_on) ptx::cp_async_16(st + s_dst, s_src + kb * s_step, s_row);
         ptx::cp_async_mbarrier_arrive_noinc(addr(&full_bar[s]));
       }
     }
   } else {
     // ================= consumers: decode A into registers, RS wgmma, the epilogue =================
-    ptx::setmaxnreg_inc<kRsConsumerRegs>();
+    if constexpr (R::kSetMaxNReg) ptx::setmaxnreg_inc<R::kConsumerRegs>();
     const int c = wg;
     const int g = lane / 4, t = lane % 4;
-    const int fb = c * 8 + 2 * wl;  // the warp's fragment rows in the CTA: fb (m-tile 0), fb + 1 (m-tile 1)
+    const int fb = (c * 4 + wl) * kMt;  // the warp's fragment rows in the CTA: fb + mt for m-tile mt
     const uint64_t desc_b = ptx::wgmma_desc_kmajor_sw128(raw + pad);  // stage 0's B tile (+ offset >> 4)
 
     uint32_t it = 0;
@@ -927,51 +961,47 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
       const int e = tables.consume(n);
       if (e < 0) return;
-      const bool row_ok[2] = {nb0 + fb < NB, nb0 + fb + 1 < NB};  // fragment rows past N: zero weights
-
       // acc[mt][nt][c]: m-tile mt (fragment row fb + mt), tokens nt*8 + 2t + c%2, rows g (c < 2), g+8
-      float acc[2][NT][4];
+      float acc[kMt][NT][4];
       sm80::zero_acc<NT, true>(acc);  // zeroed before the first wgmma_fence
-      // k-block kb (the CTA's it): decode its A into `a`, issue its 8 wgmma as one group, and
+      // k-block kb (the CTA's it): decode its A into `a`, issue its 4 kMt wgmma as one group, and
       // wait for the group before (wait_group 1), which read the other A set: the loop below
       // alternates two register sets, so no register of a group in flight is written (PTX:
       // undefined behaviour, and ptxas keeps PTX registers apart only where they differ).
-      auto k_block = [&](uint32_t (&a)[4][2][4], int kb) {
+      auto k_block = [&](uint32_t (&a)[4][kMt][4], int kb) {
         const int s = int(it % kStages);
         ptx::mbarrier_wait_parity(addr(&full_bar[s]), (it / kStages) & 1);  // k-block it landed
         ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
         const uint8_t* st = stages + s * T::kStageBytes;
-        // The words and scale bytes of both fragment rows, once per k-block, without branches:
-        // past the last fragment row the stage holds stale bytes, which select to zero.
-        uint4 wq[2];
-        uint2 ws[2];
+        // The words and scale bytes of the warp's fragment rows, once per k-block (zeros past N:
+        // the producer filled them so).
+        uint4 wq[kMt];
+        uint2 ws[kMt];
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
+        for (int mt = 0; mt < kMt; ++mt)
           sm80::load_weight_frag(st + T::kBBytes + (fb + mt) * (kFragWords * 4),
                                  st + T::kBBytes + T::kWBytes + (fb + mt) * 64, lane, g, sb, mx, wq[mt], ws[mt]);
-          if (!row_ok[mt]) wq[mt] = make_uint4(0u, 0u, 0u, 0u), ws[mt] = make_uint2(0u, 0u);
-        }
+        const uint64_t db = desc_b + uint64_t(s * T::kStageBytes / 16);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
+          for (int mt = 0; mt < kMt; ++mt) {
             sm80::weight_a_frag(a[kk][mt], wq[mt], ws[mt], kk, mx, decode_low);
 #pragma unroll
             for (int j = 0; j < 4; ++j) ptx::reg_fence(a[kk][mt][j]);
           }
-        const uint64_t db = desc_b + uint64_t(s * T::kStageBytes / 16);
         ptx::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-          for (int mt = 0; mt < 2; ++mt)
+          for (int mt = 0; mt < kMt; ++mt)
             ptx::wgmma_m64k16_bf16_rs<NT>(acc[mt], a[kk][mt], db + uint64_t(2 * kk));  // (32 bytes) >> 4
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<1>();  // k-block it - 1's group is complete: its stage and A set are free
         if (kb > 0) ptx::mbarrier_arrive(addr(&empty_bar[(it - 1) % kStages]));
         ++it;
       };
-      uint32_t a0[4][2][4], a1[4][2][4];  // [k-step][m-tile]: two A sets, used alternately
+      uint32_t a0[4][kMt][4], a1[4][kMt][4];  // [k-step][m-tile]: two A sets, used alternately
       // An odd KB runs its first k-block alone (set 1), then pairs: the loop has no branch
       // between its two sets, which ptxas needs to keep the wgmma asynchronous.
       int kb = 0;
@@ -984,7 +1014,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
       sm80::fence_acc(acc);  // read only after the wait
       if (KB > 0) ptx::mbarrier_arrive(addr(&empty_bar[(it - 1) % kStages]));
 
-      const int nbw = nb0 + fb;  // even
+      const int nbw = nb0 + fb;  // even when kMt = 2
       if (nbw < NB) {
         const volatile int64_t* orow = tables.orow[n % 2];  // read at each use (registers: see the RS kernel)
         epilogue<NT, GEMM1>(p, e, nbw, g, acc, [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; });
@@ -995,14 +1025,23 @@ __global__ void __launch_bounds__(kRsThreads, 1) sm90_rsws_gemm(const Params p) 
 #endif  // FP4MOE_SM90A
 }
 
-std::atomic<int64_t> g_launches{0}, g_ws_launches{0}, g_rsws_launches{0};
+std::atomic<int64_t> g_launches{0}, g_ws_launches{0}, g_rsws_launches{0}, g_rsws4_launches{0};
 
 // The kernel choice: -1 until first asked, then an Sm90Kernel.
 std::atomic<int> g_kernel{-1};
 // Tests: at most this many CTAs for the warp-specialized kernels (0: one per SM).
 std::atomic<int> g_ws_grid_limit{0};
 
-// The listed instantiations: kernel {rs, ws} x token tile {64, 128} x {GEMM 1, GEMM 2}.
+// An rsws kernel of NVFP4 or MX weights.
+template <int NT, bool GEMM1, int kCw>
+void launch_rsws(dim3 grid, const Params& p, cudaStream_t stream) {
+  constexpr int kThreads = RsRoles<kCw>::kThreads, kSmem = RsWsTile<NT, kCw>::kSmem;
+  if (p.w.block == 32) sm90_rsws_gemm<NT, GEMM1, kCw, true><<<grid, kThreads, kSmem, stream>>>(p);
+  else sm90_rsws_gemm<NT, GEMM1, kCw, false><<<grid, kThreads, kSmem, stream>>>(p);
+}
+
+// The listed instantiations: kernel {rs, ws, rsws} x token tile {64, 128} x {GEMM 1, GEMM 2}
+// (rsws also x NVFP4 / MX, and rsws4 at 64 tokens).
 template <bool GEMM1>
 void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t stream) {
   const Sm90Kernel kernel = sm90_kernel_for(c);
@@ -1019,15 +1058,19 @@ void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t strea
     if (kernel == Sm90Kernel::ws) {
       if (c.token_tile == 64) sm90_ws_gemm<8, GEMM1><<<grid, kWsThreads, WsTile<8>::kSmem, stream>>>(p);
       else sm90_ws_gemm<16, GEMM1><<<grid, kWsThreads, WsTile<16>::kSmem, stream>>>(p);
+    } else if (kernel == Sm90Kernel::rsws4) {
+      launch_rsws<8, GEMM1, 4>(grid, p, stream);
+    } else if (c.token_tile == 64) {
+      launch_rsws<8, GEMM1, 2>(grid, p, stream);
     } else {
-      if (c.token_tile == 64) sm90_rsws_gemm<8, GEMM1><<<grid, kRsThreads, RsWsTile<8>::kSmem, stream>>>(p);
-      else sm90_rsws_gemm<16, GEMM1><<<grid, kRsThreads, RsWsTile<16>::kSmem, stream>>>(p);
+      launch_rsws<16, GEMM1, 2>(grid, p, stream);
     }
   }
   FP4MOE_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);
   if (kernel == Sm90Kernel::ws) g_ws_launches.fetch_add(1, std::memory_order_relaxed);
   if (kernel == Sm90Kernel::rsws) g_rsws_launches.fetch_add(1, std::memory_order_relaxed);
+  if (kernel == Sm90Kernel::rsws4) g_rsws4_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
 // "" when every sm90 kernel has sm_90a code for `device` (and may use its shared memory),
@@ -1050,6 +1093,22 @@ std::string prepare_kernel(Kernel kernel, int smem, const char* name) {
   return "";
 }
 
+// Every rsws instantiation of GEMM 1 or 2: 64- and 128-token tiles, 2 or 4 consumer
+// warpgroups, NVFP4 or MX scales.
+template <bool GEMM1>
+std::string prepare_rsws() {
+  const char* const which = GEMM1 ? "rsws gemm1" : "rsws gemm2";
+  for (const std::string& why :
+       {prepare_kernel(sm90_rsws_gemm<8, GEMM1, 2, false>, RsWsTile<8, 2>::kSmem, which),
+        prepare_kernel(sm90_rsws_gemm<8, GEMM1, 2, true>, RsWsTile<8, 2>::kSmem, which),
+        prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false>, RsWsTile<16, 2>::kSmem, which),
+        prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true>, RsWsTile<16, 2>::kSmem, which),
+        prepare_kernel(sm90_rsws_gemm<8, GEMM1, 4, false>, RsWsTile<8, 4>::kSmem, which),
+        prepare_kernel(sm90_rsws_gemm<8, GEMM1, 4, true>, RsWsTile<8, 4>::kSmem, which)})
+    if (!why.empty()) return why;
+  return "";
+}
+
 std::string check_device(int device) {
   const int cc = compute_capability(device);
   if (cc != 90) return "device " + std::to_string(device) + " is sm_" + std::to_string(cc) + ", wgmma needs sm_90";
@@ -1065,10 +1124,7 @@ std::string check_device(int device) {
         prepare_kernel(sm90_ws_gemm<16, true>, WsTile<16>::kSmem, "ws gemm1 tile 128"),
         prepare_kernel(sm90_ws_gemm<8, false>, WsTile<8>::kSmem, "ws gemm2 tile 64"),
         prepare_kernel(sm90_ws_gemm<16, false>, WsTile<16>::kSmem, "ws gemm2 tile 128"),
-        prepare_kernel(sm90_rsws_gemm<8, true>, RsWsTile<8>::kSmem, "rsws gemm1 tile 64"),
-        prepare_kernel(sm90_rsws_gemm<16, true>, RsWsTile<16>::kSmem, "rsws gemm1 tile 128"),
-        prepare_kernel(sm90_rsws_gemm<8, false>, RsWsTile<8>::kSmem, "rsws gemm2 tile 64"),
-        prepare_kernel(sm90_rsws_gemm<16, false>, RsWsTile<16>::kSmem, "rsws gemm2 tile 128")})
+        prepare_rsws<true>(), prepare_rsws<false>()})
     if (!why.empty()) return why;
   return "";
 }
@@ -1083,7 +1139,9 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
                 (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "",
                 runs ? (c.token_tile == 64 ? "wgmma, 64 tokens" : "wgmma, 128 tokens") : "fast path",
                 !runs ? "" : sm90_kernel_for(c) == Sm90Kernel::ws ? ", SS warp-specialized"
-                           : sm90_kernel_for(c) == Sm90Kernel::rsws ? ", RS warp-specialized" : ", RS",
+                           : sm90_kernel_for(c) == Sm90Kernel::rsws  ? ", RS warp-specialized"
+                           : sm90_kernel_for(c) == Sm90Kernel::rsws4 ? ", RS warp-specialized, 4 consumer warpgroups"
+                                                                     : ", RS",
                 runs && staged ? " via bf16 staging" : "", c.why.c_str(), refused.empty() ? "" : "; ",
                 refused.c_str());
   gemm_log(line);
@@ -1146,6 +1204,7 @@ std::string why_no_sm90(int device) {
 int64_t sm90_launches() { return g_launches.load(std::memory_order_relaxed); }
 int64_t sm90_ws_launches() { return g_ws_launches.load(std::memory_order_relaxed); }
 int64_t sm90_rsws_launches() { return g_rsws_launches.load(std::memory_order_relaxed); }
+int64_t sm90_rsws4_launches() { return g_rsws4_launches.load(std::memory_order_relaxed); }
 
 Sm90Kernel sm90_kernel() {
   int k = g_kernel.load(std::memory_order_relaxed);
@@ -1155,6 +1214,7 @@ Sm90Kernel sm90_kernel() {
                              : std::strcmp(v, "ws") == 0 ? Sm90Kernel::ws
                              : std::strcmp(v, "rs") == 0 ? Sm90Kernel::rs
                              : std::strcmp(v, "rsws") == 0 ? Sm90Kernel::rsws
+                             : std::strcmp(v, "rsws4") == 0 ? Sm90Kernel::rsws4
                                                          : Sm90Kernel::automatic;
     const int from_env = int(asked);
     // The first caller's reading wins (a set_sm90_kernel in between stays).
@@ -1167,8 +1227,10 @@ void set_sm90_kernel(Sm90Kernel k) { g_kernel.store(int(k), std::memory_order_re
 
 Sm90Kernel sm90_kernel_for(const Sm90Config& c) {
   const Sm90Kernel k = sm90_kernel();
-  (void)c;  // every token tile: rsws measured fastest at both (notes of 2026-11-30, v4)
-  return k != Sm90Kernel::automatic ? k : Sm90Kernel::rsws;
+  // rsws measured fastest at both tiles (notes v4), its wide variant rsws4 at 64 tokens (v6).
+  // rsws4 has 64-token tiles only: rsws takes the 128-token ones, also when rsws4 is asked for.
+  const Sm90Kernel want = k != Sm90Kernel::automatic ? k : Sm90Kernel::rsws4;
+  return want == Sm90Kernel::rsws4 && c.token_tile != 64 ? Sm90Kernel::rsws : want;
 }
 void set_sm90_ws_grid_limit(int ctas) { g_ws_grid_limit.store(ctas, std::memory_order_relaxed); }
 

@@ -627,14 +627,15 @@ class Sm90KernelScope {
   Sm90Kernel before_;
 };
 
-// Each wgmma kernel forced (set_sm90_kernel: rs, ws, rsws) on the prefill cases, against the
-// host computation as the *_sm90 cases check the default choice (rsws); where the device and
-// build have wgmma code the forced kernel must really run. For the persistent kernels (ws,
+// Each wgmma kernel forced (set_sm90_kernel: rs, ws, rsws, rsws4) on the prefill cases, against
+// the host computation as the *_sm90 cases check the default choice (rsws4 at 64-token tiles,
+// rsws at 128); where the device and build have wgmma code the forced kernel must really run
+// (rsws4 at 64-token tiles, rsws at 128). For the persistent kernels (ws,
 // rsws) grid limit 0: one CTA per SM (the test shapes give each CTA at most one unit); 3
 // (*_3ctas): each CTA walks many (slot, row tile) units,
 // across experts, row tiles and partial tiles (the row tables' two sets, the barriers' phases
 // carried from unit to unit).
-enum class Forced { rs, ws, ws_3ctas, rsws, rsws_3ctas };
+enum class Forced { rs, ws, ws_3ctas, rsws, rsws_3ctas, rsws4, rsws4_3ctas };
 
 Sm90Kernel forced_kernel(Forced f) {
   switch (f) {
@@ -643,12 +644,14 @@ Sm90Kernel forced_kernel(Forced f) {
     case Forced::ws_3ctas: return Sm90Kernel::ws;
     case Forced::rsws:
     case Forced::rsws_3ctas: return Sm90Kernel::rsws;
+    case Forced::rsws4:
+    case Forced::rsws4_3ctas: return Sm90Kernel::rsws4;
   }
   return Sm90Kernel::automatic;
 }
 
 const char* forced_suffix(Forced f) {
-  static const char* const names[] = {"_rs", "_ws", "_ws_3ctas", "_rsws", "_rsws_3ctas"};
+  static const char* const names[] = {"_rs", "_ws", "_ws_3ctas", "_rsws", "_rsws_3ctas", "_rsws4", "_rsws4_3ctas"};
   return names[int(f)];
 }
 
@@ -660,30 +663,39 @@ TEST_P(CudaGemmSm90Forced, MatchesHost) {
   const Spec spec = specs()[size_t(i)];  // a copy: specs() returns by value
   if (!spec.large) GTEST_SKIP() << "not a prefill case: the wgmma kernels do not run";
   const Sm90KernelScope scope(forced_kernel(forced));
-  set_sm90_ws_grid_limit(forced == Forced::ws_3ctas || forced == Forced::rsws_3ctas ? 3 : 0);
-  const int64_t before = sm90_launches(), ws_before = sm90_ws_launches(), rsws_before = sm90_rsws_launches();
+  set_sm90_ws_grid_limit(
+      forced == Forced::ws_3ctas || forced == Forced::rsws_3ctas || forced == Forced::rsws4_3ctas ? 3 : 0);
+  const int64_t before = sm90_launches(), ws_before = sm90_ws_launches(), rsws_before = sm90_rsws_launches(),
+                rsws4_before = sm90_rsws4_launches();
   check_problem(spec, GemmPath::sm90);
   set_sm90_ws_grid_limit(0);
-  // gemm1 and gemm2, each run twice (check_problem's determinism check).
+  // gemm1 and gemm2 (one token tile: it depends on the rows per expert), each run twice
+  // (check_problem's determinism check).
   const int64_t launches = why_no_sm90(0).empty() ? 4 : 0;
+  const Sm90Kernel runs =
+      sm90_kernel_for(choose_sm90_config({make_problem(spec).rows_bound, spec.E, int(2 * spec.I), int(spec.H)}));
+  EXPECT_EQ(runs, forced_kernel(forced) == Sm90Kernel::rsws4 && runs != Sm90Kernel::rsws4 ? Sm90Kernel::rsws
+                                                                                          : forced_kernel(forced));
   EXPECT_EQ(sm90_launches() - before, launches) << "wgmma launches for gemm1 and gemm2";
-  EXPECT_EQ(sm90_ws_launches() - ws_before, forced_kernel(forced) == Sm90Kernel::ws ? launches : 0)
+  EXPECT_EQ(sm90_ws_launches() - ws_before, runs == Sm90Kernel::ws ? launches : 0)
       << "of them the SS warp-specialized kernel";
-  EXPECT_EQ(sm90_rsws_launches() - rsws_before, forced_kernel(forced) == Sm90Kernel::rsws ? launches : 0)
+  EXPECT_EQ(sm90_rsws_launches() - rsws_before, runs == Sm90Kernel::rsws ? launches : 0)
       << "of them the RS warp-specialized kernel";
+  EXPECT_EQ(sm90_rsws4_launches() - rsws4_before, runs == Sm90Kernel::rsws4 ? launches : 0)
+      << "of them its wide variant";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaGemmSm90Forced,
                          ::testing::Combine(::testing::Range(0, int(specs().size())),
                                             ::testing::Values(Forced::rs, Forced::ws, Forced::ws_3ctas, Forced::rsws,
-                                                              Forced::rsws_3ctas)),
+                                                              Forced::rsws_3ctas, Forced::rsws4, Forced::rsws4_3ctas)),
                          [](const auto& info) {
                            return specs()[size_t(std::get<0>(info.param))].name +
                                   forced_suffix(std::get<1>(info.param));
                          });
 
-// The default choice: the RS warp-specialized kernels at every token tile; a forced kernel
-// everywhere.
+// The default choice: the RS warp-specialized kernels, the wide one at 64-token tiles; a forced
+// kernel everywhere (rsws4 at 64-token tiles only).
 TEST(CudaGemmSm90Choice, RsWsByDefault) {
   Sm90Config c64, c128;
   c64.use = c128.use = true;
@@ -691,7 +703,7 @@ TEST(CudaGemmSm90Choice, RsWsByDefault) {
   c128.token_tile = 128;
   {
     const Sm90KernelScope scope(Sm90Kernel::automatic);
-    EXPECT_EQ(sm90_kernel_for(c64), Sm90Kernel::rsws);
+    EXPECT_EQ(sm90_kernel_for(c64), Sm90Kernel::rsws4);
     EXPECT_EQ(sm90_kernel_for(c128), Sm90Kernel::rsws);
     // kimi-k2 (E = 384, N = 2I = 4096): T = 8192 gives 171 rows per expert (three 64-token
     // tiles, odd: 64), T = 16384 341 (six: 128).
@@ -703,6 +715,10 @@ TEST(CudaGemmSm90Choice, RsWsByDefault) {
     EXPECT_EQ(sm90_kernel_for(c64), k);
     EXPECT_EQ(sm90_kernel_for(c128), k);
   }
+  // rsws4 has 64-token tiles only.
+  const Sm90KernelScope scope(Sm90Kernel::rsws4);
+  EXPECT_EQ(sm90_kernel_for(c64), Sm90Kernel::rsws4);
+  EXPECT_EQ(sm90_kernel_for(c128), Sm90Kernel::rsws);
 }
 
 // No rows at all (rows_bound 0): nothing is launched, nothing written.
@@ -1148,10 +1164,14 @@ TEST_P(CudaGemmSm90Kernels, MatchesFastOnKimiShapes) {
   SKIP_WITHOUT_GPU();
   if (const std::string why = why_no_sm90(0); !why.empty()) GTEST_SKIP() << "no wgmma kernels here: " << why;
   const Sm90KernelScope scope(GetParam());
-  const int64_t ws_before = sm90_ws_launches(), rsws_before = sm90_rsws_launches();
-  // 300 rows: 3 tiles of 128 (the last of 44); 129: 2 (the last of 1); 64 and 1: one partial.
-  const Spec s{"kimi_shapes", 7168, 2048, 5, WeightFormat::nvfp4, false, Activation::silu, false, {300, 129, 0, 64, 1},
-               false, 41};
+  const int64_t ws_before = sm90_ws_launches(), rsws_before = sm90_rsws_launches(),
+                rsws4_before = sm90_rsws4_launches();
+  // 128-token tiles (99 rows per active expert): 300 rows are 3 tiles (the last of 44); 129: 2
+  // (the last of 1); 64 and 1: one partial. rsws4 (64-token tiles, 139 per expert): 300 rows
+  // are 5 tiles (the last of 44), 200 4 (the last of 8), 129 3 (the last of 1), 64 one full.
+  const bool wide = GetParam() == Sm90Kernel::rsws4;
+  const Spec s{"kimi_shapes", 7168, 2048, 5, WeightFormat::nvfp4, false, Activation::silu, false,
+               wide ? std::vector<int32_t>{300, 200, 129, 64, 1} : std::vector<int32_t>{300, 129, 0, 64, 1}, false, 41};
   const Problem p = make_problem(s);
   const auto dw = upload_weights(p.w, 0);
   ASSERT_TRUE(choose_sm90_config({p.rows_bound, s.E, int(2 * s.I), int(s.H)}).use);
@@ -1197,14 +1217,17 @@ TEST_P(CudaGemmSm90Kernels, MatchesFastOnKimiShapes) {
   compare(payload<float>(yf), payload<float>(yw), s.H, 1e-4, 1e-4, "y");
   EXPECT_EQ(sm90_ws_launches() - ws_before, GetParam() == Sm90Kernel::ws ? 2 : 0);
   EXPECT_EQ(sm90_rsws_launches() - rsws_before, GetParam() == Sm90Kernel::rsws ? 2 : 0);
+  EXPECT_EQ(sm90_rsws4_launches() - rsws4_before, wide ? 2 : 0);
+  EXPECT_EQ(choose_sm90_config({p.rows_bound, s.E, int(2 * s.I), int(s.H)}).token_tile, wide ? 64 : 128);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaGemmSm90Kernels,
-                         ::testing::Values(Sm90Kernel::rs, Sm90Kernel::ws, Sm90Kernel::rsws),
+                         ::testing::Values(Sm90Kernel::rs, Sm90Kernel::ws, Sm90Kernel::rsws, Sm90Kernel::rsws4),
                          [](const auto& info) {
-                           return std::string(info.param == Sm90Kernel::ws     ? "ws"
-                                              : info.param == Sm90Kernel::rsws ? "rsws"
-                                                                               : "rs");
+                           return std::string(info.param == Sm90Kernel::ws      ? "ws"
+                                              : info.param == Sm90Kernel::rsws  ? "rsws"
+                                              : info.param == Sm90Kernel::rsws4 ? "rsws4"
+                                                                                : "rs");
                          });
 
 // W4A4 on the sm90 path (NVFP4 A staged to bf16, the wgmma kernels, bf16 h requantized) against
