@@ -6,7 +6,7 @@
 // tokens of one expert; each warp owns 32 rows (two m16 tiles: for GEMM 1 that is gate and
 // up of 16 consecutive i, one NVFP4 block of h) and all token_tile tokens.
 //
-// Per 64-wide k step (one fragment block per m16 tile, see gemm_internal.hpp), a 3-stage
+// Per 64-wide k step (one fragment block per m16 tile, see gemm_internal.hpp), a 4-stage
 // cp.async pipeline brings into shared memory: the CTA's 8 fragment blocks (4 KiB), their
 // scales, and the A tile (bf16 [tok][64] with 16-byte chunks XOR-swizzled by row for
 // conflict-free ldmatrix; or NVFP4 data [tok][32 B] + scales [tok][4]). Weights are
@@ -50,7 +50,8 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRowTile = kWarps * 2 * kFragRows;  // 128 weight rows
 constexpr int kBlocksPerCta = kRowTile / kFragRows;  // 8 fragment blocks
-constexpr int kStages = 3;
+constexpr int kPair = 2;                  // k-blocks per CTA barrier
+constexpr int kStages = 2 * kPair;        // those being computed and those being loaded
 
 template <int NT, bool A_FP4>
 struct Tile {
@@ -166,17 +167,11 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
     float acc[2][NT][4];
     sm80::zero_acc<NT>(acc);
 
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < KB) load_stage(s, s);
-      ptx::cp_async_commit_group();
-    }
-    for (int kb = 0; kb < KB; ++kb) {
-      ptx::cp_async_wait_group<kStages - 2>();
-      __syncthreads();  // stage kb visible to all; stage kb-1 fully consumed by all warps
-      if (kb + kStages - 1 < KB) load_stage((kb + kStages - 1) % kStages, kb + kStages - 1);
-      ptx::cp_async_commit_group();
-
+    // Two k-blocks per CTA barrier and per cp.async group (ncu, kimi-k2 T = 512: 16% of the
+    // warps' samples were barrier stalls with one per k-block). kStages = 4: after the barrier
+    // of k-blocks kb, kb + 1 every warp is done with kb - 2 and kb - 1, whose stages then take
+    // kb + 2 and kb + 3, loaded while kb and kb + 1 are computed.
+    auto k_block = [&](int kb) {
       const uint8_t* st = smem + (kb % kStages) * T::kStageBytes;
       const uint8_t* sa = st + T::kWBytes + T::kSBytes;
       uint4 wq[2];
@@ -220,6 +215,20 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
           }
         }
       }
+    };
+#pragma unroll
+    for (int s = 0; s < kPair; ++s)
+      if (s < KB) load_stage(s, s);
+    ptx::cp_async_commit_group();
+    for (int kb = 0; kb < KB; kb += kPair) {
+      ptx::cp_async_wait_group<0>();  // k-blocks kb, kb + 1 landed (the newest group)
+      __syncthreads();  // their stages visible to all; kb - 2 and kb - 1 consumed by all warps
+#pragma unroll
+      for (int i = 0; i < kPair; ++i)
+        if (kb + kPair + i < KB) load_stage((kb + kPair + i) % kStages, kb + kPair + i);
+      ptx::cp_async_commit_group();
+      k_block(kb);
+      if (kb + 1 < KB) k_block(kb + 1);
     }
     ptx::cp_async_wait_group<0>();
 
