@@ -502,6 +502,19 @@ __device__ __forceinline__ uint32_t b_sources(const int64_t* arow, int jb, int c
   }
   return real;
 }
+
+// The producer's B copies of k-block kb into stage st, from b_sources' src and real: chunk i
+// to b_dst + i * kStep * 128 (token jb + kStep * i keeps jb's swizzle); zeros past K and past
+// the expert's rows.
+template <int kChunks, int kStep>
+__device__ __forceinline__ void b_copies(uint8_t* st, int b_dst, const uint8_t* (&src)[kChunks], uint32_t real, int kb,
+                                         int cb, int K) {
+  const bool k_ok = kb * kFragK + cb * 8 < K;  // past K: zeros (the weights are zero there too)
+  const int off = k_ok ? kb * (kFragK * 2) : 0;
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i)
+    ptx::cp_async_16(st + b_dst + i * kStep * 128, src[i] + off, k_ok && (real >> i) % 2 != 0);
+}
 #endif  // FP4MOE_SM90A
 
 template <int NT>
@@ -678,11 +691,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
         const int s = int(itl % kStages);
         ptx::mbarrier_wait_parity(addr(&empty_bar[s]), ((itl / kStages) & 1) ^ 1);
         uint8_t* st = stages + s * T::kStageBytes;
-        const bool k_ok = kb * kFragK + cb * 8 < K;  // past K: zeros (the weights are zero there too)
-        const int b_off = k_ok ? kb * (kFragK * 2) : 0;
-#pragma unroll
-        for (int i = 0; i < kBChunks; ++i)
-          ptx::cp_async_16(st + b_dst + i * 32 * 128, b_src[i] + b_off, k_ok && (b_rows >> i) % 2 != 0);
+        b_copies<kBChunks, 32>(st, b_dst, b_src, b_rows, kb, cb, K);
 #pragma unroll
         for (int i = 0; i < kWChunks; ++i)
           if (w_row[i] != ~0u) ptx::cp_async_16(st + w_dst[i], expert_q + w_row[i] + kb * (kFragWords * 4), true);
@@ -931,11 +940,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
         const int s = int(it % kStages);
         ptx::mbarrier_wait_parity(addr(&empty_bar[s]), ((it / kStages) & 1) ^ 1);
         uint8_t* st = stages + s * T::kStageBytes;
-        const bool k_ok = kb * kFragK + cb * 8 < K;  // past K: zeros (the weights are zero there too)
-        const int b_off = k_ok ? kb * (kFragK * 2) : 0;
-#pragma unroll
-        for (int i = 0; i < T::kBChunks; ++i)  // zeros past the expert's rows
-          ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_src[i] + b_off, k_ok && (b_rows >> i) % 2 != 0);
+        b_copies<T::kBChunks, T::kBStep>(st, b_dst, b_src, b_rows, kb, cb, K);
 #pragma unroll
         for (int i = 0; i < T::kWChunks; ++i) {
           const int blk = ptid / 32 + kWBlockStep * i, sl = ptid % 32;
@@ -1076,19 +1081,19 @@ void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t strea
 // "" when every sm90 kernel has sm_90a code for `device` (and may use its shared memory),
 // else why not. Checked once per device; sets the kernels' dynamic shared memory limit.
 template <class Kernel>
-std::string prepare_kernel(Kernel kernel, int smem, const char* name) {
+std::string prepare_kernel(Kernel kernel, int smem, const std::string& name) {
   cudaFuncAttributes attr{};
   if (cudaError_t err = cudaFuncGetAttributes(&attr, kernel); err != cudaSuccess) {
     (void)cudaGetLastError();
-    return std::string(name) + ": cudaFuncGetAttributes: " + cudaGetErrorString(err);
+    return name + ": cudaFuncGetAttributes: " + cudaGetErrorString(err);
   }
   if (attr.binaryVersion != 90)
-    return std::string(name) + ": the device runs its sm_" + std::to_string(attr.binaryVersion) +
+    return name + ": the device runs its sm_" + std::to_string(attr.binaryVersion) +
            " code, which has no wgmma body";
   if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
       err != cudaSuccess) {
     (void)cudaGetLastError();
-    return std::string(name) + ": cudaFuncSetAttribute(" + std::to_string(smem) + " B): " + cudaGetErrorString(err);
+    return name + ": cudaFuncSetAttribute(" + std::to_string(smem) + " B): " + cudaGetErrorString(err);
   }
   return "";
 }
@@ -1097,14 +1102,14 @@ std::string prepare_kernel(Kernel kernel, int smem, const char* name) {
 // warpgroups, NVFP4 or MX scales.
 template <bool GEMM1>
 std::string prepare_rsws() {
-  const char* const which = GEMM1 ? "rsws gemm1" : "rsws gemm2";
+  const std::string g = GEMM1 ? " gemm1" : " gemm2";
   for (const std::string& why :
-       {prepare_kernel(sm90_rsws_gemm<8, GEMM1, 2, false>, RsWsTile<8, 2>::kSmem, which),
-        prepare_kernel(sm90_rsws_gemm<8, GEMM1, 2, true>, RsWsTile<8, 2>::kSmem, which),
-        prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false>, RsWsTile<16, 2>::kSmem, which),
-        prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true>, RsWsTile<16, 2>::kSmem, which),
-        prepare_kernel(sm90_rsws_gemm<8, GEMM1, 4, false>, RsWsTile<8, 4>::kSmem, which),
-        prepare_kernel(sm90_rsws_gemm<8, GEMM1, 4, true>, RsWsTile<8, 4>::kSmem, which)})
+       {prepare_kernel(sm90_rsws_gemm<8, GEMM1, 2, false>, RsWsTile<8, 2>::kSmem, "rsws" + g + " tile 64"),
+        prepare_kernel(sm90_rsws_gemm<8, GEMM1, 2, true>, RsWsTile<8, 2>::kSmem, "rsws" + g + " tile 64 MX"),
+        prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false>, RsWsTile<16, 2>::kSmem, "rsws" + g + " tile 128"),
+        prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true>, RsWsTile<16, 2>::kSmem, "rsws" + g + " tile 128 MX"),
+        prepare_kernel(sm90_rsws_gemm<8, GEMM1, 4, false>, RsWsTile<8, 4>::kSmem, "rsws4" + g + " tile 64"),
+        prepare_kernel(sm90_rsws_gemm<8, GEMM1, 4, true>, RsWsTile<8, 4>::kSmem, "rsws4" + g + " tile 64 MX")})
     if (!why.empty()) return why;
   return "";
 }
