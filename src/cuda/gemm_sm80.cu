@@ -107,19 +107,22 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
     // ---- the pipeline ----
     // Each thread's cp.async sources are fixed for the slot up to a per-k-step stride, so
     // they are computed here once (the k loop then spends its instructions on the math):
-    // weights kWChunks 16-byte chunks of the CTA's fragment blocks (+ kb * 512 B), the
-    // scales of one 16-byte block part for the first kBlocksPerCta * sb / 16 threads (+ kb * sb),
-    // and up to kAChunks chunks of the A tile (+ kb * 64 k).
+    // weights kWChunks 16-byte chunks of one fragment block w_blk, kWStep bytes apart (+ kb *
+    // 512 B: one pointer, the chunks at constant offsets; with a pointer per chunk in different
+    // blocks the k loop had ~10% more instructions), the scales of one 16-byte block part for
+    // the first kBlocksPerCta * sb / 16 threads (+ kb * sb), and up to kAChunks chunks of the A
+    // tile (+ kb * 64 k).
     constexpr int kWChunks = kBlocksPerCta * 32 / kThreads;
+    constexpr int kWThreadsPerBlock = kThreads / kBlocksPerCta, kWStep = kWThreadsPerBlock * 16;
+    static_assert(kWThreadsPerBlock * kWChunks == 32, "a block's 32 chunks over its threads");
     constexpr int kAChunksAll = A_FP4 ? kTok * 4 : kTok * 8;
     constexpr int kAChunks = (kAChunksAll + kThreads - 1) / kThreads;
-    const uint8_t* expert_q = reinterpret_cast<const uint8_t*>(w.q) + int64_t(e) * NB * KB * (kFragWords * 4);
-    uint32_t w_src[kWChunks];  // byte offset in the expert's blocks, or ~0u past N
-#pragma unroll
-    for (int i = 0; i < kWChunks; ++i) {
-      const int c = threadIdx.x + i * kThreads, nb = nb0 + c / 32;
-      w_src[i] = nb < NB ? uint32_t(nb) * uint32_t(KB) * uint32_t(kFragWords * 4) + uint32_t(c % 32) * 16u : ~0u;
-    }
+    const int w_blk = threadIdx.x / kWThreadsPerBlock;
+    const int w_dst = w_blk * (kFragWords * 4) + (threadIdx.x % kWThreadsPerBlock) * 16;
+    const bool w_on = nb0 + w_blk < NB;  // fragment rows past N: not loaded (their outputs are not written)
+    const uint8_t* w_src = reinterpret_cast<const uint8_t*>(w.q) +
+                           (int64_t(e) * NB + nb0 + (w_on ? w_blk : 0)) * KB * (kFragWords * 4) +
+                           w_dst % (kFragWords * 4);
     const int s_part = sb / 16;
     const bool s_on = threadIdx.x < kBlocksPerCta * s_part && nb0 + int(threadIdx.x) / s_part < NB;
     const uint8_t* s_src =
@@ -141,10 +144,11 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
 
     auto load_stage = [&](int stage, int kb) {
       uint8_t* st = smem + stage * T::kStageBytes;
+      if (w_on) {
+        const uint8_t* src = w_src + kb * (kFragWords * 4);
 #pragma unroll
-      for (int i = 0; i < kWChunks; ++i)
-        if (w_src[i] != ~0u)
-          ptx::cp_async_16(st + (threadIdx.x + i * kThreads) * 16, expert_q + w_src[i] + kb * (kFragWords * 4), true);
+        for (int i = 0; i < kWChunks; ++i) ptx::cp_async_16(st + w_dst + i * kWStep, src + i * kWStep, true);
+      }
       if (s_on) ptx::cp_async_16(st + s_dst, s_src + kb * sb, true);
       uint8_t* sa = st + T::kWBytes + T::kSBytes;
 #pragma unroll
