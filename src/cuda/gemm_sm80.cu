@@ -109,9 +109,9 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
     // they are computed here once (the k loop then spends its instructions on the math):
     // weights kWChunks 16-byte chunks of one fragment block w_blk, kWStep bytes apart (+ kb *
     // 512 B: one pointer, the chunks at constant offsets; with a pointer per chunk in different
-    // blocks the k loop had ~10% more instructions), the scales of one 16-byte block part for
-    // the first kBlocksPerCta * sb / 16 threads (+ kb * sb), and up to kAChunks chunks of the A
-    // tile (+ kb * 64 k).
+    // blocks the k loop had ~6% more instructions at 8 and 16 tokens, ~2.5% at 32), the scales
+    // of one 16-byte block part for the first kBlocksPerCta * sb / 16 threads (+ kb * sb), and
+    // up to kAChunks chunks of the A tile (+ kb * 64 k).
     constexpr int kWChunks = kBlocksPerCta * 32 / kThreads;
     constexpr int kWThreadsPerBlock = kThreads / kBlocksPerCta, kWStep = kWThreadsPerBlock * 16;
     static_assert(kWThreadsPerBlock * kWChunks == 32, "a block's 32 chunks over its threads");
