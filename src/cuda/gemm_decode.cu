@@ -9,7 +9,7 @@
 //   - a warp owns 32 weight rows (two m16 fragment rows: for GEMM 1 gate and up of 16 i,
 //     one NVFP4 block of h) of one (expert, 8-token tile) and a contiguous K slice; each lane
 //     loads its 16 bytes of the two fragment blocks and its 8 scale bytes of every k-block
-//     straight into registers, kDepth k-blocks ahead (coalesced 512-byte warp loads), so
+//     straight into registers, two k-blocks ahead (coalesced 512-byte warp loads), so
 //     nothing goes through shared memory and no barrier runs in the k loop;
 //   - the tokens are the MMA's N (swap-AB, mma.m16n8k16): each lane loads its B-fragment
 //     words straight from the bf16 activation rows (L1-resident at decode), one k-block
@@ -20,6 +20,11 @@
 //     SMs get ~kDecodeWarpsPerSm warps; the slices' fp32 sums are added through shared memory
 //     by warp 0 in slice order (fixed by the shape: deterministic), which then runs the fast
 //     path's epilogue (bias, activation, bf16 rounding, NVFP4 requantization).
+//   - the k loop spends its instructions on the decode and the MMAs: the sources are pointers
+//     moved on by constants, full k-blocks run two per iteration with no branch or test per
+//     load, and the one K ends in runs after them (SASS per two k-blocks, NVFP4 GEMM 1: 439 ->
+//     311; on the H200, kimi-k2 W4A16 T = 1: 93.3 -> 83.9 us, GEMM 1 56.0 -> 49.1 us, GEMM 2
+//     31.8 -> 28.4 us; notes v8).
 // Measured on the H200 (kimi-k2 W4A16, notes of 2026-11-30): T = 1 111 us vs 117 on the fast
 // path; where K would not split (T >= 8) it ran 2-5% slower than the fast path, so it declines.
 // Work assignment as in the fast path: blockIdx.x = row pair, blockIdx.y walks the (expert,
@@ -75,11 +80,9 @@ DecodeConfig choose_decode_config(const DecodeProblem& p) {
 
 namespace {
 
-// k-blocks of weights in flight per warp (even: the B buffers alternate). Measured on the H200
-// (kimi-k2 T = 1): 2 at 96 registers 118 us, 4 at 128 registers (fewer warps) 123 us.
-constexpr int kDepth = 2;
-static_assert(kDepth % 2 == 0, "the two B buffers alternate over the pipeline's stages");
-constexpr int kMaxRegs = 96;  // no spills at kDepth 2; 20 warps per SM
+// Two k-blocks of weights in flight per warp. Measured on the H200 (kimi-k2 T = 1): 2 at 96
+// registers 118 us, 4 at 128 registers (fewer warps) 123 us.
+constexpr int kMaxRegs = 96;  // no spills; 20 warps per SM
 
 struct Params {
   WeightMatrix w;
@@ -99,18 +102,19 @@ struct BFrag {
   uint32_t b[NT][8];
 };
 
-// bf16 A: 8 words per token from row `row` (k-block kb). TAIL: the k-block K ends in; its
-// k-steps at or past K read as zeros (K % 16 == 0).
+// bf16 A: 8 words per token of one k-block, from `row` (the row's words at that k-block).
+// TAIL: the k-block K ends in, whose first k is k0: its k-steps at or past K read as zeros
+// (K % 16 == 0).
 template <int NT, bool TAIL>
-__device__ __forceinline__ void load_b_bf16(BFrag<NT>& f, const uint32_t* const (&row)[NT], int kb, int K) {
+__device__ __forceinline__ void load_b_bf16(BFrag<NT>& f, const uint32_t* const (&row)[NT], int k0, int K) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint32_t* src = row[nt] + kb * (kFragK / 2) + kk * 8 + h * 4;  // words of two bf16
-        f.b[nt][2 * kk + h] = (!TAIL || kb * kFragK + kk * 16 < K) ? __ldg(src) : 0u;
+        const uint32_t* src = row[nt] + kk * 8 + h * 4;  // words of two bf16
+        f.b[nt][2 * kk + h] = (!TAIL || k0 + kk * 16 < K) ? __ldg(src) : 0u;
       }
 }
 
@@ -129,7 +133,6 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   const int nb = 2 * blockIdx.x;  // the CTA's fragment rows nb, nb + 1
-  const bool row_ok[2] = {nb < NB, nb + 1 < NB};
   const int sb = frag_scale_bytes(MX ? 32 : 16);
   const uint32_t decode_low = sm80::decode_table(w);
   const int kb0 = warp * p.kb_per_split, kb1 = min(KB, kb0 + p.kb_per_split);
@@ -139,69 +142,109 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
                                          &s_expert, &s_tile, s_arow, s_orow);
     if (e < 0) return;  // past the real work; later slots are too
 
-    // The lane's sources: per fragment row its 16 bytes of every k-block and its 8 (NVFP4) or
-    // 4 (MX) scale bytes (rows g, g+8); per token its activation row, or token 0's row past the
-    // expert's rows (a tile has at least one row; those columns are computed, never written).
-    const uint4* wsrc[2];
-    const uint8_t* ssrc[2];
+    // The lane's sources at k-block kb0: per fragment row its 16 bytes of the k-block and its 8
+    // (NVFP4) or 4 (MX) scale bytes (rows g, g+8); per token its activation row, or token 0's row
+    // past the expert's rows (a tile has at least one row; those columns are computed, never
+    // written). A fragment row past N (NB odd: only GEMM 2, whose epilogue skips it) reads row
+    // NB - 1 again: its sums are never written, so it needs no zeros and no test per load.
+    // Each k-block below adds a constant to these pointers (immediate offsets).
+    const uint4* wp[2];
+    const uint8_t* sp[2];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
-      const int64_t blk = (int64_t(e) * NB + min(nb + mt, NB - 1)) * KB;
-      wsrc[mt] = reinterpret_cast<const uint4*>(w.q + blk * kFragWords) + lane;
-      ssrc[mt] = w.scale + blk * sb + g * (sb / 8);
+      const int64_t blk = (int64_t(e) * NB + min(nb + mt, NB - 1)) * KB + kb0;
+      wp[mt] = reinterpret_cast<const uint4*>(w.q + blk * kFragWords) + lane;
+      sp[mt] = w.scale + blk * sb + g * (sb / 8);
     }
-    const uint32_t* brow[NT];
+    const uint32_t* bp[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int64_t r0 = s_arow[nt * 8 + g];
-      brow[nt] = reinterpret_cast<const uint32_t*>(p.a_bf16 + (r0 >= 0 ? r0 : s_arow[0]) * K) + t;
+      bp[nt] = reinterpret_cast<const uint32_t*>(p.a_bf16 + (r0 >= 0 ? r0 : s_arow[0]) * K) + kb0 * (kFragK / 2) + t;
     }
-    // Full k-blocks load unchecked; the one K ends in (K % 64 != 0) zeroes past K.
-    const int kb_full = K / kFragK;
-    auto load_b = [&](BFrag<NT>& f, int kb) {
-      if (kb < kb_full) load_b_bf16<NT, false>(f, brow, kb, K);
-      else load_b_bf16<NT, true>(f, brow, kb, K);
-    };
-    // Weights of fragment rows past N are zeros (their outputs are not written).
-    auto load_w = [&](uint4 (&wq)[2], uint2 (&ws)[2], int kb) {
+    uint4 wq[2][2];  // [stage][m-tile]
+    uint2 ws[2][2];
+    BFrag<NT> bf[2];
+    constexpr int kWStep = kFragWords / 4;  // uint4 per fragment block
+    constexpr int kBStep = kFragK / 2;      // words of two bf16 per activation row and k-block
+    // k-block kb0 + o (o: a constant) of the weights into stage d, and of the activations.
+    auto load_w = [&](int d, int o) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
-        wq[mt] = row_ok[mt] ? __ldcs(wsrc[mt] + kb * (kFragWords / 4)) : make_uint4(0u, 0u, 0u, 0u);
-        const uint8_t* s = ssrc[mt] + kb * sb;
-        ws[mt] = !row_ok[mt] ? make_uint2(0u, 0u)
-                 : MX        ? make_uint2(__ldcs(reinterpret_cast<const uint32_t*>(s)), 0u)
-                             : __ldcs(reinterpret_cast<const uint2*>(s));
+        wq[d][mt] = __ldcs(wp[mt] + o * kWStep);
+        const uint8_t* s = sp[mt] + o * sb;
+        ws[d][mt] = MX ? make_uint2(__ldcs(reinterpret_cast<const uint32_t*>(s)), 0u)
+                       : __ldcs(reinterpret_cast<const uint2*>(s));
       }
+    };
+    auto load_b = [&](BFrag<NT>& f, int o, bool tail, int kb) {
+      const uint32_t* row[NT];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) row[nt] = bp[nt] + o * kBStep;
+      if (tail) load_b_bf16<NT, true>(f, row, kb * kFragK, K);
+      else load_b_bf16<NT, false>(f, row, 0, K);
+    };
+    // The pointers, moved on by n k-blocks.
+    auto advance = [&](int n) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        wp[mt] += n * kWStep;
+        sp[mt] += n * sb;
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) bp[nt] += n * kBStep;
     };
 
     float acc[2][NT][4];
     sm80::zero_acc<NT>(acc);
 
-    // Register pipeline: stage d holds k-block kb0 + d (mod kDepth); B alternates two buffers.
-    uint4 wq[kDepth][2];
-    uint2 ws[kDepth][2];
-    BFrag<NT> bf[2];
+    // k-block k (at offset o from the pointers) from stage d and B buffer d: the MMAs; then
+    // stage d takes k-block k + 2 (k + 2 < kb1: a predicate, no branch). The B of k + 1 is
+    // loaded by the caller.
+    auto compute = [&](int d, int o, int k) {
+      const BFrag<NT>& b = bf[d];
 #pragma unroll
-    for (int d = 0; d < kDepth; ++d)
-      if (kb0 + d < kb1) load_w(wq[d], ws[d], kb0 + d);
-    if (kb0 < kb1) load_b(bf[0], kb0);
-    for (int kb = kb0; kb < kb1; kb += kDepth) {
+      for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-      for (int d = 0; d < kDepth; ++d) {
-        const int k = kb + d;
-        if (k >= kb1) break;
-        if (k + 1 < kb1) load_b(bf[(d + 1) % 2], k + 1);
-        const BFrag<NT>& b = bf[d % 2];
+        for (int mt = 0; mt < 2; ++mt) {
+          uint32_t a[4];
+          sm80::weight_a_frag(a, wq[d][mt], ws[d][mt], kk, MX, decode_low);
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
-            uint32_t a[4];
-            sm80::weight_a_frag(a, wq[d][mt], ws[d][mt], kk, MX, decode_low);
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, b.b[nt][2 * kk], b.b[nt][2 * kk + 1]);
-          }
-        if (k + kDepth < kb1) load_w(wq[d], ws[d], k + kDepth);
+          for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, b.b[nt][2 * kk], b.b[nt][2 * kk + 1]);
+        }
+      if (k + 2 < kb1) load_w(d, o + 2);
+    };
+
+    // Register pipeline: stage d holds k-blocks kb0 + d (mod 2); B alternates two buffers
+    // alike. Full k-blocks ([kb0, kbf)) run two per iteration with no branch inside; the one
+    // K ends in (K % 64 != 0: only the last slice) after them, with its B zeroed past K.
+    const int kbf = min(kb1, K / kFragK);
+    load_w(0, 0);
+    if (kb0 + 1 < kb1) load_w(1, 1);
+    if (kb0 < kbf) load_b(bf[0], 0, false, kb0);
+    int k = kb0;
+    for (; k + 2 <= kbf; k += 2) {
+      load_b(bf[1], 1, false, k + 1);
+      compute(0, 0, k);
+      if (k + 2 < kbf) load_b(bf[0], 2, false, k + 2);
+      compute(1, 1, k + 1);
+      advance(2);
+    }
+    // At most one full k-block, then at most the tail one.
+    int d = 0;
+    if (k < kbf) {
+      compute(0, 0, k);
+      advance(1);
+      ++k;
+      d = 1;
+    }
+    if (k < kb1) {
+      if (d == 0) {
+        load_b(bf[0], 0, true, k);
+        compute(0, 0, k);
+      } else {
+        load_b(bf[1], 0, true, k);
+        compute(1, 0, k);
       }
     }
 
