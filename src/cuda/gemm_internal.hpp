@@ -402,21 +402,53 @@ struct Sm90Problem {
   int64_t rows_bound = 0;   // upper bound on the rows of all experts together
   int64_t num_experts = 0;  // E_local
   int N = 0, K = 0;         // device rows, K
+  int num_sms = 132;        // the device's SMs (the split's rule)
 };
+// The default kernels split (Sm90Config::split) where rows_bound / 128 full 128-token tiles
+// would give at least this many waves of units (256 weight rows each) over the SMs. Measured on
+// the H200 (notes v9): at 1.5-2.9 waves the split lost 3-5% (qwen3-30b T = 512 and 1024,
+// qwen3-235b T = 512: a near-empty wide launch, two tails); from 5.6 waves it was even or
+// 2-13% faster.
+inline constexpr int kSm90SplitMinWaves = 4;
+// The split (Sm90Config::split): an expert's rows run as 128-token tiles, but where its last
+// tile would hold 64 rows or fewer, that one runs as a 64-token tile, in a second launch.
+// A launch's TileSpan says which of an expert's tiles it runs:
+//   all     ceil(count / tile) tiles of `tile` rows from row 0 (every unsplit launch)
+//   wide    the 128-token tiles: count / 128, plus one when count % 128 > 64
+//   narrow  the 64-token tile of the last count % 128 rows when that is 1..64; else none
+enum class TileSpan : int { all = 0, wide = 1, narrow = 2 };
+inline constexpr int kSplitWideTile = 128, kSplitNarrowTile = 64;
+FP4MOE_HD int span_tiles(int count, int tile, TileSpan span) {
+  const int rest = count % kSplitWideTile;
+  if (span == TileSpan::wide) return count / kSplitWideTile + (rest > kSplitNarrowTile ? 1 : 0);
+  if (span == TileSpan::narrow) return rest > 0 && rest <= kSplitNarrowTile ? 1 : 0;
+  return (count + tile - 1) / tile;
+}
+// The row (in the expert's rows) where a launch's tile 0 starts.
+FP4MOE_HD int span_first_row(int count, TileSpan span) {
+  return span == TileSpan::narrow ? count - count % kSplitWideTile : 0;
+}
+
 struct Sm90Config {
   bool use = false;         // false: too few rows per expert, run the fast path
-  int token_tile = 0;       // tokens per CTA = the wgmma N: 64 or 128
+  int token_tile = 0;       // tokens per CTA = the wgmma N: 64 or 128 (one launch; with split: 128)
   int64_t grid_x = 0;       // row tiles: ceil(N / 256)
   int64_t tiles = 0;        // bound on (expert, token tile) pairs: sum ceil(count / token_tile)
   int64_t grid_y = 0;       // min(tiles, 65535): CTAs loop over the tile slots
+  // Whether the default kernels (sm90_kernel automatic) run split: the wide tiles (rsws, 128
+  // tokens) and then the narrow ones (rsws4, 64 tokens), two launches. Else, and with a forced
+  // kernel but `split`, one launch of token_tile.
+  bool split = false;
+  int64_t wide_tiles = 0;    // bound on the wide tiles: sum count / 128 + 1
+  int64_t narrow_tiles = 0;  // bound on the narrow tiles: one per expert with rows
   std::string why;
 };
 Sm90Config choose_sm90_config(const Sm90Problem& p);
 // "" when `device` runs the wgmma kernels (an sm_90 device, and this build has sm_90a code),
 // else why not. Checked once per device.
 std::string why_no_sm90(int device);
-// How many times the wgmma kernels were launched in this process (tests: proves they ran),
-// and how many of those launches were the warp-specialized kernels'.
+// How many GEMMs the wgmma kernels ran in this process (tests: proves they ran; a split GEMM
+// is one, of two launches), and how many launches each warp-specialized kernel had.
 int64_t sm90_launches();
 int64_t sm90_ws_launches();
 int64_t sm90_rsws_launches();
@@ -425,15 +457,17 @@ int64_t sm90_rsws4_launches();
 // warp-specialized: producer warpgroups decode A into shared memory for consumer warpgroups),
 // rsws (RS, warp-specialized: one producer warpgroup loads, consumer warpgroups decode A into
 // registers), rsws4 (rsws with 4 consumer warpgroups of one m-tile per warp; 64-token tiles
-// only, rsws takes the 128-token ones), or automatic (the default: rsws4 at 64-token tiles,
-// rsws at 128, the fastest on the H200: kimi-k2 T = 2048 / 8192 / 16384 5.90 / 15.45 / 24.5
-// ms; rsws alone 6.13 / 16.00 at 64 tokens; rs 7.22 / 18.69 / -, ws - / - / 30.45 in the
-// fourth run). The environment's FP4MOE_SM90_KERNEL=rs|ws|rsws|rsws4 forces one, read at the
-// first call; set_sm90_kernel overrides it for the whole process (tests run every kernel).
-enum class Sm90Kernel { automatic, rs, ws, rsws, rsws4 };
+// only, rsws takes the 128-token ones), split (rsws on the 128-token tiles and rsws4 on the
+// 64-token last ones, Sm90Config::split, two launches), or automatic (the default: split where
+// Sm90Config::split says, else rsws4 at 64-token tiles and rsws at 128; on the H200, kimi-k2
+// T = 2048 / 8192 / 16384: unsplit 5.90 / 15.45 / 24.5 ms; rsws alone 6.13 / 16.00 at 64
+// tokens; rs 7.22 / 18.69 / -, ws - / - / 30.45 in the fourth run; split 5.60 / 13.46 / 24.3
+// in the ninth). The environment's FP4MOE_SM90_KERNEL=rs|ws|rsws|rsws4|split forces one, read
+// at the first call; set_sm90_kernel overrides it for the whole process (tests run every kernel).
+enum class Sm90Kernel { automatic, rs, ws, rsws, rsws4, split };
 Sm90Kernel sm90_kernel();
 void set_sm90_kernel(Sm90Kernel k);
-// The kernel that the wgmma launch of config `c` runs: rs, ws, rsws or rsws4 (never automatic).
+// The kernel that the wgmma launch of config `c` runs: rs, ws, rsws, rsws4 or split (never automatic).
 Sm90Kernel sm90_kernel_for(const Sm90Config& c);
 // Tests: launch the persistent (warp-specialized) kernels with at most `ctas` CTAs (0: the default, one per
 // SM), so that each CTA walks many (slot, row tile) units.

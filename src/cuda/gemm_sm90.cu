@@ -41,8 +41,10 @@
 //
 // Three kernels; sm90_kernel_for picks (FP4MOE_SM90_KERNEL=rs|ws|rsws|rsws4 forces one): by
 // default the RS warp-specialized kernel (rsws, at the end of the file), the fastest at every
-// token tile, in its wide variant (rsws4) at 64-token tiles. The two below stay as the
-// measured alternatives and are tested like it.
+// token tile, in its wide variant (rsws4) at 64-token tiles, and split: each expert's rows run
+// as 128-token tiles (rsws), but a last tile of 64 rows or fewer runs as a 64-token tile
+// (rsws4), in a second launch (launch_split). The two below stay as the measured alternatives
+// and are tested like it.
 //
 // The SS warp-specialized kernel (ws). Why: the RS kernel is latency-bound (H200 ncu, notes
 // of 2026-11-30: 8-16 warps per SM, issue slots 33% busy, ~6 cycles per issued
@@ -95,16 +97,26 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
             " rows per active expert: the fast path's smaller token tiles waste less";
     return c;
   }
-  // 128-token tiles read each weight tile half as often as 64-token ones; but when an odd
-  // number of 64-token tiles covers the average expert, 128 would pad a whole 64 more.
+  // One launch (a forced kernel, or few rows per expert): 128-token tiles read each weight tile
+  // half as often as 64-token ones; but when an odd number of 64-token tiles covers the
+  // average expert, 128 would pad a whole 64 more.
   const int64_t t64 = (per_expert + 63) / 64;
   c.token_tile = (t64 % 2 == 1 && per_expert <= 256) ? 64 : 128;
   c.use = true;
   // sum_e ceil(count_e / tile) <= rows_bound / tile + E, and <= rows_bound (a tile has a row).
   c.tiles = std::min<int64_t>((p.rows_bound + c.token_tile - 1) / c.token_tile + p.num_experts, p.rows_bound);
   c.grid_y = std::min<int64_t>(c.tiles, 65535);
-  c.why = std::to_string(per_expert) + " rows per active expert: wgmma, " + std::to_string(c.token_tile) +
-          " tokens per CTA";
+  // The split: the 128-token kernel's efficiency, and fewer than 64 padded rows per expert.
+  // kimi-k2 T = 8192 (171 rows per expert): a 128-token and a 64-token tile each instead of
+  // three of 64 (H200: 13.46 ms against 15.73). Where the launches are short it is not worth
+  // a second one (kSm90SplitMinWaves).
+  c.split = p.rows_bound / kSplitWideTile * c.grid_x >= int64_t(kSm90SplitMinWaves) * std::max(p.num_sms, 1);
+  c.wide_tiles = std::min<int64_t>(p.rows_bound / kSplitWideTile + p.num_experts, p.rows_bound);
+  c.narrow_tiles = std::min<int64_t>(p.num_experts, p.rows_bound);
+  c.why = std::to_string(per_expert) + " rows per active expert: wgmma, " +
+          (c.split ? "128-token tiles and 64-token last tiles (split; unsplit: " + std::to_string(c.token_tile) +
+                         " tokens per CTA)"
+                   : std::to_string(c.token_tile) + " tokens per CTA (too few tiles to split)");
   return c;
 }
 
@@ -175,6 +187,7 @@ struct Params {
   const int32_t* a_gather;
   float a_mult;  // a_dq
   int64_t tiles;
+  TileSpan span;  // which of an expert's tiles this launch runs (persistent kernels; the rs kernel: all)
   sm80::Epilogue epi;
 };
 
@@ -465,14 +478,14 @@ struct UnitTables {
   // [0, kTok) fill the rows), announced on full. Returns the unit's expert.
   template <int kProducers>
   __device__ int produce(int n, int64_t slot, const ExpertRows& rows, const int32_t* a_gather, int64_t num_experts,
-                         int ptid) {
+                         TileSpan span, int ptid) {
     const int b = n % 2;
     ptx::mbarrier_wait_parity(shared_address(&empty[b]), ((n / 2) & 1) ^ 1);  // unit n - 2's epilogue is done
-    if (ptid < 32) sm80::find_slot<kTok>(slot, rows.count, num_experts, ptid, &expert[b], &tile[b]);
+    if (ptid < 32) sm80::find_slot<kTok>(slot, rows.count, num_experts, ptid, &expert[b], &tile[b], span);
     ptx::named_barrier_sync(kWsProducerBarrier, kProducers);
     const int e = expert[b];
     if (e >= 0 && ptid < kTok)
-      sm80::fill_row_tables<kTok>(e, tile[b], rows.begin, rows.count, a_gather, arow[b], orow[b], ptid);
+      sm80::fill_row_tables<kTok>(e, tile[b], rows.begin, rows.count, a_gather, arow[b], orow[b], ptid, span);
     ptx::named_barrier_sync(kWsProducerBarrier, kProducers);  // the A rows, visible to all producers
     ptx::mbarrier_arrive(shared_address(&full[b]));
     return e;
@@ -668,7 +681,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
-      const int e = tables.template produce<kWsProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, ptid);
+      const int e = tables.template produce<kWsProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
       // Sources of k-block 0 (+ a per-k-block stride).
@@ -892,7 +905,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   constexpr bool mx = MX;
-  const int sb = frag_scale_bytes(w.block);
+  const int sb = frag_scale_bytes(MX ? 32 : 16);  // MX is w.block == 32 (launch_rsws)
   const uint32_t decode_low = sm80::decode_table(w);
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
   const int64_t units = p.tiles * row_tiles;
@@ -915,7 +928,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
-      const int e = tables.template produce<R::kProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, ptid);
+      const int e = tables.template produce<R::kProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
       // Sources of k-block 0, once per unit (each k-block adds its stride).
@@ -1045,21 +1058,43 @@ void launch_rsws(dim3 grid, const Params& p, cudaStream_t stream) {
   else sm90_rsws_gemm<NT, GEMM1, kCw, false><<<grid, kThreads, kSmem, stream>>>(p);
 }
 
+// A persistent kernel's grid: one CTA per SM (what its shared memory allows), at most one per
+// unit, walking the units.
+dim3 persistent_grid(int64_t units, int device) {
+  int64_t ctas = std::min<int64_t>(units, multiprocessor_count(device));
+  if (const int limit = g_ws_grid_limit.load(std::memory_order_relaxed); limit > 0) ctas = std::min<int64_t>(ctas, limit);
+  return dim3(unsigned(std::max<int64_t>(ctas, 1)));
+}
+
+// The split (Sm90Config::split): the wide tiles on rsws, then the narrow ones on rsws4. The two
+// launches write disjoint rows.
+template <bool GEMM1>
+void launch_split(const Sm90Config& c, Params p, int device, cudaStream_t stream) {
+  p.span = TileSpan::wide;
+  p.tiles = c.wide_tiles;
+  launch_rsws<kSplitWideTile / 8, GEMM1, 2>(persistent_grid(c.grid_x * c.wide_tiles, device), p, stream);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+  p.span = TileSpan::narrow;
+  p.tiles = c.narrow_tiles;
+  launch_rsws<kSplitNarrowTile / 8, GEMM1, 4>(persistent_grid(c.grid_x * c.narrow_tiles, device), p, stream);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+  g_launches.fetch_add(1, std::memory_order_relaxed);  // one GEMM
+  g_rsws_launches.fetch_add(1, std::memory_order_relaxed);
+  g_rsws4_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
 // The listed instantiations: kernel {rs, ws, rsws} x token tile {64, 128} x {GEMM 1, GEMM 2}
 // (rsws also x NVFP4 / MX, and rsws4 at 64 tokens).
 template <bool GEMM1>
 void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t stream) {
   const Sm90Kernel kernel = sm90_kernel_for(c);
+  if (kernel == Sm90Kernel::split) return launch_split<GEMM1>(c, p, device, stream);
   if (kernel == Sm90Kernel::rs) {
     const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y));
     if (c.token_tile == 64) sm90_grouped_gemm<8, GEMM1><<<grid, kThreads, Tile<8>::kSmem, stream>>>(p);
     else sm90_grouped_gemm<16, GEMM1><<<grid, kThreads, Tile<16>::kSmem, stream>>>(p);
   } else {
-    // Persistent: one CTA per SM (what its shared memory allows) walks the units.
-    int64_t ctas = std::min<int64_t>(c.grid_x * c.tiles, multiprocessor_count(device));
-    if (const int limit = g_ws_grid_limit.load(std::memory_order_relaxed); limit > 0)
-      ctas = std::min<int64_t>(ctas, limit);
-    const dim3 grid(unsigned(std::max<int64_t>(ctas, 1)));
+    const dim3 grid = persistent_grid(c.grid_x * c.tiles, device);
     if (kernel == Sm90Kernel::ws) {
       if (c.token_tile == 64) sm90_ws_gemm<8, GEMM1><<<grid, kWsThreads, WsTile<8>::kSmem, stream>>>(p);
       else sm90_ws_gemm<16, GEMM1><<<grid, kWsThreads, WsTile<16>::kSmem, stream>>>(p);
@@ -1142,8 +1177,13 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
   char line[768];
   std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s (%s%s%s)", which,
                 (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "",
-                runs ? (c.token_tile == 64 ? "wgmma, 64 tokens" : "wgmma, 128 tokens") : "fast path",
-                !runs ? "" : sm90_kernel_for(c) == Sm90Kernel::ws ? ", SS warp-specialized"
+                runs ? (sm90_kernel_for(c) == Sm90Kernel::split ? "wgmma, 128 tokens + 64-token last tiles"
+                        : c.token_tile == 64                                ? "wgmma, 64 tokens"
+                                                                            : "wgmma, 128 tokens")
+                     : "fast path",
+                !runs ? ""
+                : sm90_kernel_for(c) == Sm90Kernel::split ? ", RS warp-specialized (2 and 4 consumer warpgroups)"
+                : sm90_kernel_for(c) == Sm90Kernel::ws              ? ", SS warp-specialized"
                            : sm90_kernel_for(c) == Sm90Kernel::rsws  ? ", RS warp-specialized"
                            : sm90_kernel_for(c) == Sm90Kernel::rsws4 ? ", RS warp-specialized, 4 consumer warpgroups"
                                                                      : ", RS",
@@ -1156,7 +1196,7 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
 // operands, which need the staging scratch; staging_refused says why they cannot have it ("": they can).
 Sm90Config plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows,
                 bool staged, const std::string& staging_refused) {
-  const Sm90Problem pb{rows.rows_bound, w.num_experts, w.N, w.K};
+  const Sm90Problem pb{rows.rows_bound, w.num_experts, w.N, w.K, multiprocessor_count(cw.device)};
   Sm90Config c = choose_sm90_config(pb);
   std::string refused;
   if (c.use) {
@@ -1220,6 +1260,7 @@ Sm90Kernel sm90_kernel() {
                              : std::strcmp(v, "rs") == 0 ? Sm90Kernel::rs
                              : std::strcmp(v, "rsws") == 0 ? Sm90Kernel::rsws
                              : std::strcmp(v, "rsws4") == 0 ? Sm90Kernel::rsws4
+                             : std::strcmp(v, "split") == 0 ? Sm90Kernel::split
                                                          : Sm90Kernel::automatic;
     const int from_env = int(asked);
     // The first caller's reading wins (a set_sm90_kernel in between stays).
@@ -1232,6 +1273,8 @@ void set_sm90_kernel(Sm90Kernel k) { g_kernel.store(int(k), std::memory_order_re
 
 Sm90Kernel sm90_kernel_for(const Sm90Config& c) {
   const Sm90Kernel k = sm90_kernel();
+  // The split where the config has enough tiles for it (v9), or when asked for.
+  if (k == Sm90Kernel::split || (k == Sm90Kernel::automatic && c.split)) return Sm90Kernel::split;
   // rsws measured fastest at both tiles (notes v4), its wide variant rsws4 at 64 tokens (v6).
   // rsws4 has 64-token tiles only: rsws takes the 128-token ones, also when rsws4 is asked for.
   const Sm90Kernel want = k != Sm90Kernel::automatic ? k : Sm90Kernel::rsws4;

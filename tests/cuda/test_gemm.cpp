@@ -565,7 +565,8 @@ std::vector<Spec> specs() {
   // An expert with more rows than a decode token tile (12 = 8 + 4: two slots of one expert).
   v.push_back({"decode_nvfp4_two_tiles", 1040, 528, 6, WeightFormat::nvfp4, false, Activation::silu, false,
                {1, 12, 0, 2, 1, 0}, false, 28, true});
-  // Prefill shapes (>= 64 rows per active expert): the sm90 path runs its wgmma kernels.
+  // Prefill shapes (>= 64 rows per active expert): the sm90 path runs its wgmma kernels (too
+  // few tiles here for the default split; CudaGemmSm90Forced runs it, _split_3ctas).
   // 128-token tiles (72 rows per active expert), counts no multiple of the tile (140 = 128 + 12).
   // H = 784, I = 272: K = 784 and 272 pad to 13 and 5 fragment blocks; N = 544 (34 fragment
   // rows: 2 full 256-row tiles and a partial one) and N = 784 (49, odd: the last warp's second
@@ -635,7 +636,7 @@ class Sm90KernelScope {
 // (*_3ctas): each CTA walks many (slot, row tile) units,
 // across experts, row tiles and partial tiles (the row tables' two sets, the barriers' phases
 // carried from unit to unit).
-enum class Forced { rs, ws, ws_3ctas, rsws, rsws_3ctas, rsws4, rsws4_3ctas };
+enum class Forced { rs, ws, ws_3ctas, rsws, rsws_3ctas, rsws4, rsws4_3ctas, split_3ctas };
 
 Sm90Kernel forced_kernel(Forced f) {
   switch (f) {
@@ -646,12 +647,14 @@ Sm90Kernel forced_kernel(Forced f) {
     case Forced::rsws_3ctas: return Sm90Kernel::rsws;
     case Forced::rsws4:
     case Forced::rsws4_3ctas: return Sm90Kernel::rsws4;
+    case Forced::split_3ctas: return Sm90Kernel::split;
   }
   return Sm90Kernel::automatic;
 }
 
 const char* forced_suffix(Forced f) {
-  static const char* const names[] = {"_rs", "_ws", "_ws_3ctas", "_rsws", "_rsws_3ctas", "_rsws4", "_rsws4_3ctas"};
+  static const char* const names[] = {"_rs",    "_ws",         "_ws_3ctas",    "_rsws",
+                                      "_rsws_3ctas", "_rsws4", "_rsws4_3ctas", "_split_3ctas"};
   return names[int(f)];
 }
 
@@ -663,17 +666,27 @@ TEST_P(CudaGemmSm90Forced, MatchesHost) {
   const Spec spec = specs()[size_t(i)];  // a copy: specs() returns by value
   if (!spec.large) GTEST_SKIP() << "not a prefill case: the wgmma kernels do not run";
   const Sm90KernelScope scope(forced_kernel(forced));
-  set_sm90_ws_grid_limit(
-      forced == Forced::ws_3ctas || forced == Forced::rsws_3ctas || forced == Forced::rsws4_3ctas ? 3 : 0);
+  set_sm90_ws_grid_limit(forced == Forced::ws_3ctas || forced == Forced::rsws_3ctas ||
+                                 forced == Forced::rsws4_3ctas || forced == Forced::split_3ctas
+                             ? 3
+                             : 0);
   const int64_t before = sm90_launches(), ws_before = sm90_ws_launches(), rsws_before = sm90_rsws_launches(),
                 rsws4_before = sm90_rsws4_launches();
   check_problem(spec, GemmPath::sm90);
   set_sm90_ws_grid_limit(0);
-  // gemm1 and gemm2 (one token tile: it depends on the rows per expert), each run twice
-  // (check_problem's determinism check).
+  // gemm1 and gemm2 (one token tile: it depends on the rows per expert; split by default: a
+  // launch of each kernel), each run twice (check_problem's determinism check).
   const int64_t launches = why_no_sm90(0).empty() ? 4 : 0;
-  const Sm90Kernel runs =
-      sm90_kernel_for(choose_sm90_config({make_problem(spec).rows_bound, spec.E, int(2 * spec.I), int(spec.H)}));
+  const Sm90Config c = choose_sm90_config({make_problem(spec).rows_bound, spec.E, int(2 * spec.I), int(spec.H)});
+  if (forced == Forced::split_3ctas) {
+    EXPECT_EQ(sm90_kernel_for(c), Sm90Kernel::split);
+    EXPECT_EQ(sm90_launches() - before, launches) << "wgmma GEMMs";
+    EXPECT_EQ(sm90_rsws_launches() - rsws_before, launches) << "the wide tiles' launches";
+    EXPECT_EQ(sm90_rsws4_launches() - rsws4_before, launches) << "the narrow tiles' launches";
+    EXPECT_EQ(sm90_ws_launches() - ws_before, 0);
+    return;
+  }
+  const Sm90Kernel runs = sm90_kernel_for(c);
   EXPECT_EQ(runs, forced_kernel(forced) == Sm90Kernel::rsws4 && runs != Sm90Kernel::rsws4 ? Sm90Kernel::rsws
                                                                                           : forced_kernel(forced));
   EXPECT_EQ(sm90_launches() - before, launches) << "wgmma launches for gemm1 and gemm2";
@@ -688,7 +701,8 @@ TEST_P(CudaGemmSm90Forced, MatchesHost) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaGemmSm90Forced,
                          ::testing::Combine(::testing::Range(0, int(specs().size())),
                                             ::testing::Values(Forced::rs, Forced::ws, Forced::ws_3ctas, Forced::rsws,
-                                                              Forced::rsws_3ctas, Forced::rsws4, Forced::rsws4_3ctas)),
+                                                              Forced::rsws_3ctas, Forced::rsws4, Forced::rsws4_3ctas,
+                                                              Forced::split_3ctas)),
                          [](const auto& info) {
                            return specs()[size_t(std::get<0>(info.param))].name +
                                   forced_suffix(std::get<1>(info.param));
@@ -705,12 +719,27 @@ TEST(CudaGemmSm90Choice, RsWsByDefault) {
     const Sm90KernelScope scope(Sm90Kernel::automatic);
     EXPECT_EQ(sm90_kernel_for(c64), Sm90Kernel::rsws4);
     EXPECT_EQ(sm90_kernel_for(c128), Sm90Kernel::rsws);
-    // kimi-k2 (E = 384, N = 2I = 4096): T = 8192 gives 171 rows per expert (three 64-token
-    // tiles, odd: 64), T = 16384 341 (six: 128).
+    // kimi-k2 (E = 384, N = 2I = 4096): T = 8192 gives 171 rows per expert (unsplit: three
+    // 64-token tiles, odd: 64), T = 16384 341 (six: 128); by default both split, as does
+    // T = 2048 (43; unsplit 64-token tiles): 128 full tiles x 16 row tiles are 15 waves.
     EXPECT_EQ(choose_sm90_config({8192 * 8, 384, 4096, 7168}).token_tile, 64);
     EXPECT_EQ(choose_sm90_config({16384 * 8, 384, 4096, 7168}).token_tile, 128);
+    EXPECT_EQ(choose_sm90_config({2048 * 8, 384, 4096, 7168}).token_tile, 64);
+    for (const int T : {2048, 8192, 16384}) {
+      const Sm90Config c = choose_sm90_config({T * 8, 384, 4096, 7168});
+      EXPECT_TRUE(c.split) << T;
+      EXPECT_EQ(sm90_kernel_for(c), Sm90Kernel::split) << T;
+    }
+    // qwen3-30b (E = 128, 2I = 1536: 6 row tiles) T = 1024: 64 full tiles x 6 are 2.9 waves,
+    // unsplit; T = 2048 5.8 waves, split.
+    EXPECT_FALSE(choose_sm90_config({1024 * 8, 128, 1536, 2048}).split);
+    EXPECT_EQ(sm90_kernel_for(choose_sm90_config({1024 * 8, 128, 1536, 2048})), Sm90Kernel::rsws4);
+    EXPECT_TRUE(choose_sm90_config({2048 * 8, 128, 1536, 2048}).split);
+    // fewer SMs, fewer tiles needed
+    EXPECT_TRUE(choose_sm90_config({1024 * 8, 128, 1536, 2048, 66}).split);
   }
-  for (Sm90Kernel k : {Sm90Kernel::rs, Sm90Kernel::ws, Sm90Kernel::rsws}) {
+  c64.split = c128.split = true;  // a forced kernel runs unsplit anyway
+  for (Sm90Kernel k : {Sm90Kernel::rs, Sm90Kernel::ws, Sm90Kernel::rsws, Sm90Kernel::split}) {
     const Sm90KernelScope scope(k);
     EXPECT_EQ(sm90_kernel_for(c64), k);
     EXPECT_EQ(sm90_kernel_for(c128), k);
@@ -788,7 +817,8 @@ TEST(CudaGemmEdge, UploadRejectsWrongSizes) {
 // ---------------------------------------------------------------------------
 // The token tiles of `tile` rows that a random split of `rows` rows over `experts` experts
 // needs (about a third of the experts get none, expert 0 takes what is left).
-int64_t tiles_of_a_random_split(std::mt19937_64& rng, int64_t experts, int64_t rows, int64_t tile) {
+int64_t tiles_of_a_random_split(std::mt19937_64& rng, int64_t experts, int64_t rows, int64_t tile,
+                                TileSpan span = TileSpan::all) {
   std::vector<int64_t> cnt(size_t(experts), 0);
   int64_t left = rows;
   for (auto& x : cnt) {
@@ -798,7 +828,7 @@ int64_t tiles_of_a_random_split(std::mt19937_64& rng, int64_t experts, int64_t r
   }
   cnt[0] += left;
   int64_t need = 0;
-  for (auto x : cnt) need += (x + tile - 1) / tile;
+  for (auto x : cnt) need += span_tiles(int(x), int(tile), span);
   return need;
 }
 
@@ -1037,13 +1067,14 @@ TEST(CudaGemmLayout, PreparedScaleCodesAreExact) {
 // enough (expert, token tile) slots for any routing; other shapes keep the fast path.
 TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   std::mt19937_64 rng(13);
-  int used = 0, tile64 = 0;
+  int used = 0, tile64 = 0, split = 0;
   for (int trial = 0; trial < 4000; ++trial) {
     Sm90Problem pb;
     pb.num_experts = 1 + int64_t(rng() % 384);
     pb.rows_bound = int64_t(rng() % (trial % 2 ? 300 : 140000));
     pb.N = 16 * (1 + int(rng() % 900));
     pb.K = 16 * (1 + int(rng() % 500));
+    pb.num_sms = trial % 3 == 0 ? 78 : 132;
     const Sm90Config c = choose_sm90_config(pb);
     ASSERT_FALSE(c.why.empty());
     ASSERT_GE(c.grid_x * kSm90RowTile, pb.N);
@@ -1064,9 +1095,22 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
     // A random split of rows_bound over the experts never needs more tiles than c.tiles.
     ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, c.token_tile), c.tiles)
         << "rows_bound " << pb.rows_bound << " E " << pb.num_experts;
+    // The split from kSm90SplitMinWaves waves of full 128-token tiles, with bounds on both spans
+    // (a forced split runs them too).
+    ASSERT_EQ(c.split, pb.rows_bound / 128 * c.grid_x >= kSm90SplitMinWaves * pb.num_sms) << c.why;
+    {
+      split += c.split;
+      ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, kSplitWideTile, TileSpan::wide),
+                c.wide_tiles);
+      ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, kSplitNarrowTile, TileSpan::narrow),
+                c.narrow_tiles);
+      ASSERT_GE(c.wide_tiles, 1);
+      ASSERT_GE(c.narrow_tiles, 1);
+    }
   }
   EXPECT_GT(used, 100);
   EXPECT_GT(tile64, 10);
+  EXPECT_GT(split, 10);
   // kimi-k2 (E = 384, k = 8): T = 4096 (86 rows per expert) runs wgmma; the threshold is
   // kSm90MinRowsPerExpert rows per active expert, exactly.
   EXPECT_TRUE(choose_sm90_config({4096 * 8, 384, 4096, 7168}).use);
@@ -1082,6 +1126,47 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   // Grid: 256 weight rows per CTA.
   EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 4096, 7168}).grid_x, 16);
   EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 7168, 2048}).grid_x, 28);
+}
+
+// The split's spans (gemm_internal.hpp TileSpan): for every row count, the wide tiles (128
+// rows, the last with more than 64) and the narrow one (64 rows, at most one, with 1..64 of the
+// rows) cover exactly the expert's rows, in order, each row once, and pad fewer than 64 rows;
+// `all` is ceil(count / tile) from row 0.
+TEST(CudaGemmConfig, SplitSpansCoverEveryRowOnce) {
+  for (int count = 0; count <= 1000; ++count) {
+    std::vector<int> seen(size_t(count), 0);
+    int slots = 0;
+    for (const TileSpan span : {TileSpan::wide, TileSpan::narrow}) {
+      const int tile = span == TileSpan::wide ? kSplitWideTile : kSplitNarrowTile;
+      const int tiles = span_tiles(count, tile, span), first = span_first_row(count, span);
+      slots += tiles * tile;
+      if (span == TileSpan::narrow) ASSERT_LE(tiles, 1) << count;
+      if (span == TileSpan::wide) ASSERT_EQ(first, 0);
+      for (int t = 0; t < tiles; ++t) {
+        int rows = 0;
+        for (int j = 0; j < tile; ++j) {
+          const int r = first + t * tile + j;  // fill_row_tables' row in the expert
+          if (r >= count) continue;
+          ASSERT_GE(r, 0);
+          ++seen[size_t(r)];
+          ++rows;
+        }
+        ASSERT_GT(rows, span == TileSpan::wide ? kSplitNarrowTile : 0) << "count " << count << " tile " << t;
+      }
+    }
+    for (int r = 0; r < count; ++r) ASSERT_EQ(seen[size_t(r)], 1) << "count " << count << " row " << r;
+    ASSERT_LT(slots - count, kSplitNarrowTile) << "padded rows at count " << count;
+    for (const int tile : {64, 128}) {
+      ASSERT_EQ(span_tiles(count, tile, TileSpan::all), (count + tile - 1) / tile);
+      ASSERT_EQ(span_first_row(count, TileSpan::all), 0);
+    }
+  }
+  // kimi-k2 T = 8192 averages 171 rows per expert: one wide tile and one narrow (43 rows).
+  EXPECT_EQ(span_tiles(171, kSplitWideTile, TileSpan::wide), 1);
+  EXPECT_EQ(span_tiles(171, kSplitNarrowTile, TileSpan::narrow), 1);
+  EXPECT_EQ(span_first_row(171, TileSpan::narrow), 128);
+  EXPECT_EQ(span_tiles(200, kSplitWideTile, TileSpan::wide), 2);  // 72 rows left: a wide tile
+  EXPECT_EQ(span_tiles(200, kSplitNarrowTile, TileSpan::narrow), 0);
 }
 
 // The sm90 path's bf16 staging of NVFP4 activations: scratch exactly where choose_sm90_config
@@ -1169,7 +1254,10 @@ TEST_P(CudaGemmSm90Kernels, MatchesFastOnKimiShapes) {
   // 128-token tiles (99 rows per active expert): 300 rows are 3 tiles (the last of 44); 129: 2
   // (the last of 1); 64 and 1: one partial. rsws4 (64-token tiles, 139 per expert): 300 rows
   // are 5 tiles (the last of 44), 200 4 (the last of 8), 129 3 (the last of 1), 64 one full.
+  // split: 300 rows are 2 wide tiles and a narrow one of 44, 129 a wide and a narrow of 1, 64
+  // and 1 a narrow each.
   const bool wide = GetParam() == Sm90Kernel::rsws4;
+  const bool split = GetParam() == Sm90Kernel::split;
   const Spec s{"kimi_shapes", 7168, 2048, 5, WeightFormat::nvfp4, false, Activation::silu, false,
                wide ? std::vector<int32_t>{300, 200, 129, 64, 1} : std::vector<int32_t>{300, 129, 0, 64, 1}, false, 41};
   const Problem p = make_problem(s);
@@ -1216,18 +1304,20 @@ TEST_P(CudaGemmSm90Kernels, MatchesFastOnKimiShapes) {
   expect_untouched(yw, covered, size_t(s.H * 4), "y");
   compare(payload<float>(yf), payload<float>(yw), s.H, 1e-4, 1e-4, "y");
   EXPECT_EQ(sm90_ws_launches() - ws_before, GetParam() == Sm90Kernel::ws ? 2 : 0);
-  EXPECT_EQ(sm90_rsws_launches() - rsws_before, GetParam() == Sm90Kernel::rsws ? 2 : 0);
-  EXPECT_EQ(sm90_rsws4_launches() - rsws4_before, wide ? 2 : 0);
+  EXPECT_EQ(sm90_rsws_launches() - rsws_before, GetParam() == Sm90Kernel::rsws || split ? 2 : 0);
+  EXPECT_EQ(sm90_rsws4_launches() - rsws4_before, wide || split ? 2 : 0);
   EXPECT_EQ(choose_sm90_config({p.rows_bound, s.E, int(2 * s.I), int(s.H)}).token_tile, wide ? 64 : 128);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaGemmSm90Kernels,
-                         ::testing::Values(Sm90Kernel::rs, Sm90Kernel::ws, Sm90Kernel::rsws, Sm90Kernel::rsws4),
+                         ::testing::Values(Sm90Kernel::rs, Sm90Kernel::ws, Sm90Kernel::rsws, Sm90Kernel::rsws4,
+                                           Sm90Kernel::split),
                          [](const auto& info) {
-                           return std::string(info.param == Sm90Kernel::ws      ? "ws"
-                                              : info.param == Sm90Kernel::rsws  ? "rsws"
-                                              : info.param == Sm90Kernel::rsws4 ? "rsws4"
-                                                                                : "rs");
+                           return std::string(info.param == Sm90Kernel::ws          ? "ws"
+                                              : info.param == Sm90Kernel::rsws      ? "rsws"
+                                              : info.param == Sm90Kernel::rsws4     ? "rsws4"
+                                              : info.param == Sm90Kernel::split     ? "split"
+                                                                                    : "rs");
                          });
 
 // W4A4 on the sm90 path (NVFP4 A staged to bf16, the wgmma kernels, bf16 h requantized) against
