@@ -681,7 +681,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
-      const int e = tables.template produce<kWsProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, ptid);
+      const int e =
+          tables.template produce<kWsProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
       // Sources of k-block 0 (+ a per-k-block stride).
@@ -928,7 +929,8 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
-      const int e = tables.template produce<R::kProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, ptid);
+      const int e =
+          tables.template produce<R::kProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
       // Sources of k-block 0, once per unit (each k-block adds its stride).
@@ -1062,7 +1064,8 @@ void launch_rsws(dim3 grid, const Params& p, cudaStream_t stream) {
 // unit, walking the units.
 dim3 persistent_grid(int64_t units, int device) {
   int64_t ctas = std::min<int64_t>(units, multiprocessor_count(device));
-  if (const int limit = g_ws_grid_limit.load(std::memory_order_relaxed); limit > 0) ctas = std::min<int64_t>(ctas, limit);
+  if (const int limit = g_ws_grid_limit.load(std::memory_order_relaxed); limit > 0)
+    ctas = std::min<int64_t>(ctas, limit);
   return dim3(unsigned(std::max<int64_t>(ctas, 1)));
 }
 
@@ -1174,21 +1177,21 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
                 const std::string& refused) {
   if (!gemm_log_on()) return;
   const bool runs = c.use && refused.empty();
+  const Sm90Kernel k = sm90_kernel_for(c);
+  const char* tiles = !runs                   ? "fast path"
+                      : k == Sm90Kernel::split ? "wgmma, 128 tokens + 64-token last tiles"
+                      : c.token_tile == 64    ? "wgmma, 64 tokens"
+                                              : "wgmma, 128 tokens";
+  const char* kernel = !runs                   ? ""
+                       : k == Sm90Kernel::split ? ", RS warp-specialized (2 and 4 consumer warpgroups)"
+                       : k == Sm90Kernel::ws    ? ", SS warp-specialized"
+                       : k == Sm90Kernel::rsws  ? ", RS warp-specialized"
+                       : k == Sm90Kernel::rsws4 ? ", RS warp-specialized, 4 consumer warpgroups"
+                                                : ", RS";
   char line[768];
   std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s (%s%s%s)", which,
-                (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "",
-                runs ? (sm90_kernel_for(c) == Sm90Kernel::split ? "wgmma, 128 tokens + 64-token last tiles"
-                        : c.token_tile == 64                                ? "wgmma, 64 tokens"
-                                                                            : "wgmma, 128 tokens")
-                     : "fast path",
-                !runs ? ""
-                : sm90_kernel_for(c) == Sm90Kernel::split ? ", RS warp-specialized (2 and 4 consumer warpgroups)"
-                : sm90_kernel_for(c) == Sm90Kernel::ws              ? ", SS warp-specialized"
-                           : sm90_kernel_for(c) == Sm90Kernel::rsws  ? ", RS warp-specialized"
-                           : sm90_kernel_for(c) == Sm90Kernel::rsws4 ? ", RS warp-specialized, 4 consumer warpgroups"
-                                                                     : ", RS",
-                runs && staged ? " via bf16 staging" : "", c.why.c_str(), refused.empty() ? "" : "; ",
-                refused.c_str());
+                (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "", tiles, kernel,
+                runs && staged ? " via bf16 staging" : "", c.why.c_str(), refused.empty() ? "" : "; ", refused.c_str());
   gemm_log(line);
 }
 
