@@ -24,6 +24,7 @@
 #include "baseline.hpp"
 #include "ceilings.hpp"
 #include "cli.hpp"
+#include "fp4moe_git_commit.h"  // generated: FP4MOE_GIT_COMMIT
 #include "fp4moe/format.h"
 #include "fp4moe/presets.hpp"
 #include "gpu.hpp"
@@ -77,7 +78,10 @@ std::string cpu_name() {
   return "unknown CPU";
 }
 
+// The commit this binary was built from (cmake/git_commit.cmake: "-dirty" when tracked files
+// had changes), else the checkout's where it runs.
 std::string git_commit() {
+  if (const std::string built = FP4MOE_GIT_COMMIT; built != "unknown") return built;
   FILE* p = popen("git rev-parse --short HEAD 2>/dev/null", "r");
   if (!p) return "unknown";
   char buf[64] = {};
