@@ -1,5 +1,6 @@
 // The grouped GEMMs on Hopper warpgroup MMA (FP4MOE_GEMM=sm90; sm_90a only) for
-// prefill-sized batches: at least 64 rows per active expert (kimi-k2 from T ~ 4096).
+// prefill-sized batches: at least kSm90MinRowsPerExpert (32) rows per active expert (kimi-k2
+// from T = 1536).
 //
 // Why: at many rows per expert the fast path (mma.sync, 32 tokens per CTA) re-reads every
 // weight tile once per 32 tokens and issues one mma.sync per 16x8x16. Here a CTA covers 64 or
@@ -39,12 +40,12 @@
 // Work assignment as in the fast path: blockIdx.x = 256-row tile, blockIdx.y walks the
 // (expert, token tile) slots found by a warp scan over count[]. No atomics: deterministic.
 //
-// Three kernels; sm90_kernel_for picks (FP4MOE_SM90_KERNEL=rs|ws|rsws|rsws4 forces one): by
-// default the RS warp-specialized kernel (rsws, at the end of the file), the fastest at every
-// token tile, in its wide variant (rsws4) at 64-token tiles, and split: each expert's rows run
-// as 128-token tiles (rsws), but a last tile of 64 rows or fewer runs as a 64-token tile
-// (rsws4), in a second launch (launch_split). The two below stay as the measured alternatives
-// and are tested like it.
+// Three kernels; sm90_kernel_for picks (FP4MOE_SM90_KERNEL=rs|ws|rsws|rsws4|split forces one):
+// by default the RS warp-specialized kernel (rsws, at the end of the file), the fastest at
+// every token tile, in its wide variant (rsws4) at 64-token tiles, and split where the batch
+// has the tiles for it (kSm90SplitMinWaves): each expert's rows run as 128-token tiles (rsws),
+// but a last tile of 64 rows or fewer runs as a 64-token tile (rsws4), in a second launch
+// (launch_split). The two below stay as the measured alternatives and are tested like it.
 //
 // The SS warp-specialized kernel (ws). Why: the RS kernel is latency-bound (H200 ncu, notes
 // of 2026-11-30: 8-16 warps per SM, issue slots 33% busy, ~6 cycles per issued
