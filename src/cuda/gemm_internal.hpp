@@ -418,6 +418,8 @@ inline constexpr int kSm90SplitMinWaves = 4;
 //   narrow  the 64-token tile of the last count % 128 rows when that is 1..64; else none
 enum class TileSpan : int { all = 0, wide = 1, narrow = 2 };
 inline constexpr int kSplitWideTile = 128, kSplitNarrowTile = 64;
+// tile: the launch's token tile; wide and narrow launches have kSplitWideTile and
+// kSplitNarrowTile (launch_split), and their counts use those constants.
 FP4MOE_HD int span_tiles(int count, int tile, TileSpan span) {
   const int rest = count % kSplitWideTile;
   if (span == TileSpan::wide) return count / kSplitWideTile + (rest > kSplitNarrowTile ? 1 : 0);

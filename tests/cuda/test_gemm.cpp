@@ -674,8 +674,8 @@ TEST_P(CudaGemmSm90Forced, MatchesHost) {
                 rsws4_before = sm90_rsws4_launches();
   check_problem(spec, GemmPath::sm90);
   set_sm90_ws_grid_limit(0);
-  // gemm1 and gemm2 (one token tile: it depends on the rows per expert; split by default: a
-  // launch of each kernel), each run twice (check_problem's determinism check).
+  // gemm1 and gemm2 (one token tile: it depends on the rows per expert; _split_3ctas: a launch
+  // of each of rsws and rsws4), each run twice (check_problem's determinism check).
   const int64_t launches = why_no_sm90(0).empty() ? 4 : 0;
   const Sm90Config c = choose_sm90_config({make_problem(spec).rows_bound, spec.E, int(2 * spec.I), int(spec.H)});
   if (forced == Forced::split_3ctas) {
@@ -738,7 +738,7 @@ TEST(CudaGemmSm90Choice, RsWsByDefault) {
     // fewer SMs, fewer tiles needed
     EXPECT_TRUE(choose_sm90_config({1024 * 8, 128, 1536, 2048, 66}).split);
   }
-  c64.split = c128.split = true;  // a forced kernel runs unsplit anyway
+  c64.split = c128.split = true;  // a forced kernel runs what it names, whatever the config says
   for (Sm90Kernel k : {Sm90Kernel::rs, Sm90Kernel::ws, Sm90Kernel::rsws, Sm90Kernel::split}) {
     const Sm90KernelScope scope(k);
     EXPECT_EQ(sm90_kernel_for(c64), k);
@@ -1098,15 +1098,13 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
     // The split from kSm90SplitMinWaves waves of full 128-token tiles, with bounds on both spans
     // (a forced split runs them too).
     ASSERT_EQ(c.split, pb.rows_bound / 128 * c.grid_x >= kSm90SplitMinWaves * pb.num_sms) << c.why;
-    {
-      split += c.split;
-      ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, kSplitWideTile, TileSpan::wide),
-                c.wide_tiles);
-      ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, kSplitNarrowTile, TileSpan::narrow),
-                c.narrow_tiles);
-      ASSERT_GE(c.wide_tiles, 1);
-      ASSERT_GE(c.narrow_tiles, 1);
-    }
+    split += c.split;
+    ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, kSplitWideTile, TileSpan::wide),
+              c.wide_tiles);
+    ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, kSplitNarrowTile, TileSpan::narrow),
+              c.narrow_tiles);
+    ASSERT_GE(c.wide_tiles, 1);
+    ASSERT_GE(c.narrow_tiles, 1);
   }
   EXPECT_GT(used, 100);
   EXPECT_GT(tile64, 10);
