@@ -81,8 +81,14 @@ DecodeConfig choose_decode_config(const DecodeProblem& p) {
 namespace {
 
 // Two k-blocks of weights in flight per warp. Measured on the H200 (kimi-k2 T = 1): 2 at 96
-// registers 118 us, 4 at 128 registers (fewer warps) 123 us.
-constexpr int kMaxRegs = 96;  // no spills; 20 warps per SM
+// registers 118 us, 4 at 128 registers (fewer warps) 123 us. 80 registers (25 warps per SM)
+// with kDecodeWarpsPerSm 50 against 96 (20) with 40, W4A16 T = 1 (notes v9, v10): kimi-k2
+// 82.2 -> 81.2 us, deepseek-v3 79.3 -> 78.4, qwen3-235b 48.0 -> 45.9, gpt-oss-120b 44.4 ->
+// 36.2, qwen3-30b 27.6 -> 24.3; qwen3-235b W4A4 55.6 -> 53.9. 72 registers (28 warps; targets
+// 50, 56, 64) was 1-4% slower than 80 on the four presets measured: it spills in the k loop.
+// At 80, only the NVFP4 GEMM 1 kernel spills (16 bytes, its h requantization's values, stored
+// before the k loop and loaded in the epilogue).
+constexpr int kMaxRegs = 80;
 
 struct Params {
   WeightMatrix w;

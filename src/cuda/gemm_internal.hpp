@@ -369,9 +369,10 @@ size_t stream_scratch_bytes(int64_t num_experts);
 inline constexpr int kDecodeTokenTile = 8;      // tokens per CTA; more rows per active expert: the tiled paths
 inline constexpr int kDecodeMaxSplits = 8;      // warps per CTA
 inline constexpr int kDecodeMinKbPerSplit = 4;  // shortest K slice (k-blocks) worth its pipeline fill
-// aim: this many warps with work per SM (measured on the H200, kimi-k2 T = 1: 24 -> 118 us,
-// 40 -> 111 us, 64 -> 122 us)
-inline constexpr int kDecodeWarpsPerSm = 40;
+// aim: this many warps with work per SM (measured on the H200, kimi-k2 T = 1, 96 registers:
+// 24 -> 118 us, 40 -> 111 us, 64 -> 122 us; at 80 registers, 50 measured best on every preset:
+// gemm_decode.cu kMaxRegs)
+inline constexpr int kDecodeWarpsPerSm = 50;
 
 // A decode shape, described as for split-K.
 using DecodeProblem = SplitKProblem;
