@@ -5,7 +5,9 @@
     python3 scripts/ncu_source_top.py REPORT.csv [--top N]
 
 Prints the total samples, the samples per opcode (the first word of the SASS, predicate
-stripped), and the N instructions with the most samples. ncu names its sample columns
+stripped), the N instructions with the most samples, and, when the page has addresses and
+executed counts, each mbarrier wait with the share of its executions that had to retry
+(barrier_waits). ncu names its sample columns
 differently across versions, so the sample column is found by name ("Warp Stall Sampling
 (All Samples)", else the first column with "Sampl" in its name); a file without one is
 described instead of guessed at.
@@ -59,7 +61,43 @@ def main() -> int:
     for r in sorted(body, key=lambda r: -number(r[samples]))[: args.top]:
         where = r[addr] if addr is not None else ""
         print(f"  {100 * number(r[samples]) / total:5.1f}%  {where:>8}  {r[src].strip()[:90]}")
+    if addr is not None and "Instructions Executed" in header:
+        barrier_waits(body, src, addr, header.index("Instructions Executed"))
     return 0
+
+
+def barrier_waits(body, src, addr, executed):
+    """How often each mbarrier wait found its phase incomplete.
+
+    ptxas compiles a wait loop as an inline SYNCS...TRYWAIT, a branch to an out-of-line retry
+    when it fails, and the retry's own TRYWAIT loop. For each inline wait: how many times it
+    ran, the share that branched to the retry, and the retries per inline wait. A consumer
+    that waits on most k-blocks for a full stage is starved of data; a producer that waits on
+    most for a free stage is ahead of its consumers.
+    """
+    at = {r[addr].strip().lower(): i for i, r in enumerate(body)}
+    lines = []
+    for i, r in enumerate(body[:-1]):
+        if "TRYWAIT" not in r[src]:
+            continue
+        nxt = body[i + 1][src].strip()
+        m = re.match(r"@!P\d\s+BRA\s+(?:`\(\.L_x_\d+\)\s+)?(0x[0-9a-f]+)", nxt)
+        if not m or m.group(1).lower() not in at:
+            continue
+        j = at[m.group(1).lower()]
+        if j == i or "TRYWAIT" not in body[j][src]:
+            continue  # a retry block's own loop, or not a wait
+        inline, retries = number(r[executed]), number(body[j][executed])
+        # the retry block's exit: the unconditional branch back, two instructions after its TRYWAIT
+        exits = number(body[j + 2][executed]) if j + 2 < len(body) and "BRA" in body[j + 2][src] else float("nan")
+        if inline > 0:
+            lines.append((inline, r[addr].strip(), retries, exits))
+    if not lines:
+        return
+    print("mbarrier waits (inline executions; share that retried; retries per inline wait):")
+    for inline, where, retries, exits in sorted(lines, reverse=True):
+        share = f"{100 * exits / inline:5.1f}%" if exits == exits else "    ?"
+        print(f"  {where:>8}  {inline:12.0f}  {share}  {retries / inline:6.2f}")
 
 
 if __name__ == "__main__":

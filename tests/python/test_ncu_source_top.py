@@ -1,0 +1,72 @@
+"""scripts/ncu_source_top.py: the per-wait report on a synthetic ncu source page.
+
+The CSV below is what `ncu --page source --print-source sass --csv` writes, cut to the columns
+the script reads: a consumer loop whose inline wait (run 1000 times) branches to an out-of-line
+retry 900 times, and a producer wait that never retries. The expected shares come from the
+counts written into the file, not from the script.
+"""
+import csv
+import io
+import pathlib
+import subprocess
+import sys
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "ncu_source_top.py"
+
+HEADER = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed"]
+ROWS = [
+    # consumer loop: inline wait, branch to the retry at 0x900
+    ("0x100", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R8", 10, 1000),
+    ("0x110", "@!P0  BRA 0x900", 50, 1000),
+    ("0x120", "HGMMA.64x64x16.F32.BF16 R24, R56, gdesc[UR16], R24", 30, 1000),
+    # producer loop: its wait never fails
+    ("0x200", "SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR5], R9", 5, 500),
+    ("0x210", "@!P1  BRA 0x940", 1, 500),
+    ("0x220", "LDGSTS.E.BYPASS.128 [R3], desc[UR6][R4.64]", 4, 500),
+    # the consumer's retry: 2700 tries, 900 exits back to the loop
+    ("0x900", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R8", 0, 2700),
+    ("0x910", "@!P0  BRA 0x900", 0, 2700),
+    ("0x920", "BRA 0x120", 0, 900),
+    # the producer's retry, never entered
+    ("0x940", "SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR5], R9", 0, 0),
+    ("0x950", "@!P1  BRA 0x940", 0, 0),
+    ("0x960", "BRA 0x220", 0, 0),
+]
+
+
+def run(tmp_path):
+    text = io.StringIO()
+    writer = csv.writer(text, quoting=csv.QUOTE_ALL)
+    writer.writerow(["Kernel Name", "void kernel()"])
+    writer.writerow(HEADER)
+    for row in ROWS:
+        writer.writerow(row)
+    path = tmp_path / "source.csv"
+    path.write_text(text.getvalue())
+    out = subprocess.run([sys.executable, str(SCRIPT), str(path), "--top", "2"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def wait_lines(stdout):
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("mbarrier waits"))
+    return {line.split()[0]: line.split()[1:] for line in lines[start + 1:] if line.strip()}
+
+
+def test_each_inline_wait_is_reported_with_its_retry_share(tmp_path):
+    waits = wait_lines(run(tmp_path))
+    assert set(waits) == {"0x100", "0x200"}, waits  # the retry blocks are not inline waits
+    executions, share, per_wait = waits["0x100"]
+    assert float(executions) == 1000
+    assert share == "90.0%"  # 900 of 1000 waits left through the retry
+    assert float(per_wait) == 2.7  # 2700 retries / 1000 waits
+    executions, share, per_wait = waits["0x200"]
+    assert float(executions) == 500 and share == "0.0%" and float(per_wait) == 0
+
+
+def test_samples_are_still_ranked(tmp_path):
+    stdout = run(tmp_path)
+    assert "100 samples" in stdout
+    top = [line for line in stdout.splitlines() if line.startswith("  ") and "%" in line][:2]
+    assert "BRA 0x900" in top[0] and "HGMMA" in top[1], top
