@@ -14,6 +14,7 @@ described instead of guessed at.
 """
 import argparse
 import csv
+import math
 import re
 import sys
 from collections import Counter
@@ -96,7 +97,7 @@ def barrier_waits(body, src, addr, executed):
         return
     print("mbarrier waits (inline executions; share that retried; retries per inline wait):")
     for inline, where, retries, exits in sorted(lines, reverse=True):
-        share = f"{100 * exits / inline:5.1f}%" if exits == exits else "    ?"
+        share = "    ?" if math.isnan(exits) else f"{100 * exits / inline:5.1f}%"
         print(f"  {where:>8}  {inline:12.0f}  {share}  {retries / inline:6.2f}")
 
 

@@ -370,8 +370,8 @@ inline constexpr int kDecodeTokenTile = 8;      // tokens per CTA; more rows per
 inline constexpr int kDecodeMaxSplits = 8;      // warps per CTA
 inline constexpr int kDecodeMinKbPerSplit = 4;  // shortest K slice (k-blocks) worth its pipeline fill
 // aim: this many warps with work per SM (measured on the H200, kimi-k2 T = 1, 96 registers:
-// 24 -> 118 us, 40 -> 111 us, 64 -> 122 us; at 80 registers, 50 measured best on every preset:
-// gemm_decode.cu kMaxRegs)
+// 24 -> 118 us, 40 -> 111 us, 64 -> 122 us; at 80 registers, 50 beat 40 by 2% on kimi-k2
+// and deepseek-v3 and tied on qwen3-235b, notes v9: gemm_decode.cu kMaxRegs)
 inline constexpr int kDecodeWarpsPerSm = 50;
 
 // A decode shape, described as for split-K.
