@@ -835,6 +835,21 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
 // No setmaxnreg: the launch's 96 registers per thread (20 warps, 5 per SM sub-partition's
 // 64 KiB register file) hold the consumers' 32 accumulators and two A sets without spills.
 //
+// A position in a ring of kStages pipeline stages, carried from k-block to k-block: stage s and
+// the parity of its current fill (for the CTA's k-block it: it % kStages and it / kStages % 2;
+// kStages is not a power of two, and those divisions cost ~8 instructions per k-block).
+template <int kStages>
+struct RingPos {
+  int s = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void next() {
+    if (++s == kStages) {
+      s = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
 // Roles of a kernel with kCw consumer warpgroups (2 or 4).
 template <int kCw>
 struct RsRoles {
@@ -911,6 +926,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
   const uint32_t decode_low = sm80::decode_table(w);
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
   const int64_t units = p.tiles * row_tiles;
+  const uint32_t full0 = addr(&full_bar[0]), empty0 = addr(&empty_bar[0]);  // stage s's: + 8 s
 
   if (wg == kCw) {
     // ================= producer: every copy of every stage =================
@@ -925,7 +941,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
     const int s_blk = ptid / (sb / 16), s_part = ptid % (sb / 16);
     const int s_dst = T::kBBytes + T::kWBytes + s_blk * 64 + s_part * 16;
 
-    uint32_t it = 0;
+    RingPos<kStages> pos;  // the stage of the CTA's next k-block, and the parity of its fill
     int n = 0;
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int64_t slot = u / row_tiles;
@@ -934,38 +950,89 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
           tables.template produce<R::kProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
-      // Sources of k-block 0, once per unit (each k-block adds its stride).
-      const uint8_t* b_src[T::kBChunks];
-      const uint32_t b_rows = b_sources<T::kBChunks, T::kBStep>(tables.arow[n % 2], jb, cb, p.a_bf16, K, b_src);
-      // Weight chunk i: fragment block blk_i = ptid / 32 + kWBlockStep i, whose k-block 0 is at
-      // w_src + i * w_step (one pointer: one per chunk made the producer spill).
+      // Each copy's source at k-block kb, as pointers moved on two k-blocks per step (the odd
+      // one of a pair is at an immediate offset). Rows past the expert's rows (B) or past N
+      // (weights, scales) point at a real row and copy zero bytes (zero-fill, no read): their
+      // sizes are fixed for the unit, so no k-block selects. B chunks past K (in the last
+      // k-block, when K % 64 != 0) are zeros too: the weights there are zero codes.
+      const uint8_t* b_ptr[T::kBChunks];
+      const uint32_t b_rows = b_sources<T::kBChunks, T::kBStep>(tables.arow[n % 2], jb, cb, p.a_bf16, K, b_ptr);
+      const bool b_last_in_k = (KB - 1) * kFragK + cb * 8 < K;  // chunk cb of the last k-block is below K
+      // Weight chunk i: lane slot sl of fragment block blk_i = ptid / 32 + kWBlockStep i.
       constexpr int kWBlockStep = R::kProducerThreads / 32;
-      const uint8_t* const w_src = reinterpret_cast<const uint8_t*>(w.q) +
-                                   ((int64_t(e) * NB + nb0 + ptid / 32) * KB) * (kFragWords * 4) + (ptid % 32) * 16;
-      const int64_t w_step = int64_t(kWBlockStep) * KB * (kFragWords * 4);
-      // Fragment rows past N: their stage bytes are filled with zeros (a zero-size copy from a
-      // valid address), so the consumers decode zero weights there without a select.
-      uint32_t w_rows = 0;  // bit i: fragment row nb0 + blk_i is below N
+      constexpr int kWStride = kFragWords * 4;  // one k-block of one fragment row: 512 bytes
+      const int sl = ptid % 32;
+      const uint8_t* const w_expert = reinterpret_cast<const uint8_t*>(w.q) + int64_t(e) * NB * KB * kWStride + sl * 16;
+      const uint8_t* w_ptr[T::kWChunks];
+      uint32_t w_rows = 0;  // bit i: weight chunk i's row is below N
 #pragma unroll
-      for (int i = 0; i < T::kWChunks; ++i) w_rows |= nb0 + ptid / 32 + kWBlockStep * i < NB ? 1u << i : 0u;
-      const bool s_on = s_blk < kBlocksPerCta, s_row = nb0 + s_blk < NB;
-      const uint8_t* const anywhere = w.scale;  // a valid address for the zero-size copies
-      const uint8_t* s_src = s_row ? w.scale + ((int64_t(e) * NB + nb0 + s_blk) * KB) * sb + s_part * 16 : anywhere;
-      const int s_step = s_row ? sb : 0;
-      for (int kb = 0; kb < KB; ++kb, ++it) {
-        const int s = int(it % kStages);
-        ptx::mbarrier_wait_parity(addr(&empty_bar[s]), ((it / kStages) & 1) ^ 1);
-        uint8_t* st = stages + s * T::kStageBytes;
-        b_copies<T::kBChunks, T::kBStep>(st, b_dst, b_src, b_rows, kb, cb, K);
+      for (int i = 0; i < T::kWChunks; ++i) {
+        const int row = nb0 + ptid / 32 + kWBlockStep * i;
+        w_ptr[i] = w_expert + int64_t(row < NB ? row : nb0) * KB * kWStride;
+        w_rows |= row < NB ? 1u << i : 0u;
+      }
+      const bool s_on = s_blk < kBlocksPerCta;  // warp-uniform
+      const bool s_row = nb0 + s_blk < NB;
+      const uint8_t* s_ptr =
+          w.scale + ((int64_t(e) * NB + (nb0 + s_blk < NB ? nb0 + s_blk : nb0)) * KB) * sb + s_part * 16;
+      // Stage s <- k-block (the pointers' k-block + j), then the arrival that announces it.
+      auto fill = [&](int s, int j) {
+        uint8_t* const st = stages + s * T::kStageBytes;
 #pragma unroll
-        for (int i = 0; i < T::kWChunks; ++i) {
-          const int blk = ptid / 32 + kWBlockStep * i, sl = ptid % 32;
-          const bool real = (w_rows >> i) % 2 != 0;
-          ptx::cp_async_16(st + T::kBBytes + blk * (kFragWords * 4) + sl * 16,
-                           real ? w_src + i * w_step + kb * (kFragWords * 4) : anywhere, real);
-        }
-        if (s_on) ptx::cp_async_16(st + s_dst, s_src + kb * s_step, s_row);
-        ptx::cp_async_mbarrier_arrive_noinc(addr(&full_bar[s]));
+        for (int i = 0; i < T::kBChunks; ++i)
+          ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_ptr[i] + j * (kFragK * 2), (b_rows >> i) % 2 != 0);
+#pragma unroll
+        for (int i = 0; i < T::kWChunks; ++i)
+          ptx::cp_async_16(st + T::kBBytes + (ptid / 32 + kWBlockStep * i) * kWStride + sl * 16, w_ptr[i] + j * kWStride,
+                           (w_rows >> i) % 2 != 0);
+        if (s_on) ptx::cp_async_16(st + s_dst, s_ptr + j * sb, s_row);
+        ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * s);
+      };
+      auto advance = [&](int kbs) {
+#pragma unroll
+        for (int i = 0; i < T::kBChunks; ++i) b_ptr[i] += kbs * (kFragK * 2);
+#pragma unroll
+        for (int i = 0; i < T::kWChunks; ++i) w_ptr[i] += kbs * kWStride;
+        s_ptr += kbs * sb;
+      };
+      // Two k-blocks per step: both free-stage checks are issued before either answer is
+      // needed. The last k-block runs alone (K may end inside it), and so does one before it
+      // when their number is odd.
+      int kb = 0;
+      for (; kb + 2 < KB; kb += 2) {
+        RingPos<kStages> pos1 = pos;
+        pos1.next();
+        bool free0 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
+        bool free1 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos1.s, pos1.phase ^ 1);
+        while (!free0) free0 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
+        fill(pos.s, 0);
+        while (!free1) free1 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos1.s, pos1.phase ^ 1);
+        fill(pos1.s, 1);
+        advance(2);
+        pos = pos1;
+        pos.next();
+      }
+      if (kb + 1 < KB) {
+        ptx::mbarrier_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
+        fill(pos.s, 0);
+        advance(1);
+        pos.next();
+        ++kb;
+      }
+      if (kb < KB) {  // the last k-block: its B chunks past K are zeros
+        ptx::mbarrier_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
+        uint8_t* const st = stages + pos.s * T::kStageBytes;
+#pragma unroll
+        for (int i = 0; i < T::kBChunks; ++i)
+          ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_last_in_k ? b_ptr[i] : b_ptr[i] - kb * (kFragK * 2),
+                           b_last_in_k && (b_rows >> i) % 2 != 0);
+#pragma unroll
+        for (int i = 0; i < T::kWChunks; ++i)
+          ptx::cp_async_16(st + T::kBBytes + (ptid / 32 + kWBlockStep * i) * kWStride + sl * 16, w_ptr[i],
+                           (w_rows >> i) % 2 != 0);
+        if (s_on) ptx::cp_async_16(st + s_dst, s_ptr, s_row);
+        ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * pos.s);
+        pos.next();
       }
     }
   } else {
@@ -976,7 +1043,8 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
     const int fb = (c * 4 + wl) * kMt;  // the warp's fragment rows in the CTA: fb + mt for m-tile mt
     const uint64_t desc_b = ptx::wgmma_desc_kmajor_sw128(raw + pad);  // stage 0's B tile (+ offset >> 4)
 
-    uint32_t it = 0;
+    RingPos<kStages> pos;  // the stage of the CTA's next k-block, and the parity of its fill
+    int last_s = 0;        // the stage of the k-block before (released once its group completes)
     int n = 0;
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
@@ -985,13 +1053,14 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
       // acc[mt][nt][c]: m-tile mt (fragment row fb + mt), tokens nt*8 + 2t + c%2, rows g (c < 2), g+8
       float acc[kMt][NT][4];
       sm80::zero_acc<NT, true>(acc);  // zeroed before the first wgmma_fence
-      // k-block kb (the CTA's it): decode its A into `a`, issue its 4 kMt wgmma as one group, and
-      // wait for the group before (wait_group 1), which read the other A set: the loop below
-      // alternates two register sets, so no register of a group in flight is written (PTX:
-      // undefined behaviour, and ptxas keeps PTX registers apart only where they differ).
+      // k-block kb (the CTA's next, in stage pos.s): decode its A into `a`, issue its 4 kMt
+      // wgmma as one group, and wait for the group before (wait_group 1), which read the other A
+      // set: the loop below alternates two register sets, so no register of a group in flight
+      // is written (PTX: undefined behaviour, and ptxas keeps PTX registers apart only where
+      // they differ).
       auto k_block = [&](uint32_t (&a)[4][kMt][4], int kb) {
-        const int s = int(it % kStages);
-        ptx::mbarrier_wait_parity(addr(&full_bar[s]), (it / kStages) & 1);  // k-block it landed
+        const int s = pos.s;
+        ptx::mbarrier_wait_parity(full0 + 8 * s, pos.phase);  // the k-block landed
         ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
         const uint8_t* st = stages + s * T::kStageBytes;
         // The words and scale bytes of the warp's fragment rows, once per k-block (zeros past N:
@@ -1018,9 +1087,10 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
           for (int mt = 0; mt < kMt; ++mt)
             ptx::wgmma_m64k16_bf16_rs<NT>(acc[mt], a[kk][mt], db + uint64_t(2 * kk));  // (32 bytes) >> 4
         ptx::wgmma_commit_group();
-        ptx::wgmma_wait_group<1>();  // k-block it - 1's group is complete: its stage and A set are free
-        if (kb > 0) ptx::mbarrier_arrive(addr(&empty_bar[(it - 1) % kStages]));
-        ++it;
+        ptx::wgmma_wait_group<1>();  // the k-block before's group is complete: its stage and A set are free
+        if (kb > 0) ptx::mbarrier_arrive(empty0 + 8 * last_s);
+        last_s = s;
+        pos.next();
       };
       uint32_t a0[4][kMt][4], a1[4][kMt][4];  // [k-step][m-tile]: two A sets, used alternately
       // An odd KB runs its first k-block alone (set 1), then pairs: the loop has no branch
@@ -1033,7 +1103,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
       }
       ptx::wgmma_wait_group<0>();
       sm80::fence_acc(acc);  // read only after the wait
-      if (KB > 0) ptx::mbarrier_arrive(addr(&empty_bar[(it - 1) % kStages]));
+      if (KB > 0) ptx::mbarrier_arrive(empty0 + 8 * last_s);
 
       const int nbw = nb0 + fb;  // even when kMt = 2
       if (nbw < NB) {
