@@ -90,7 +90,7 @@ size_t gemm_scratch_bytes(const DeviceWeights& dw, GemmPath path, int64_t rows_b
   // sm90: also the bf16 h of GEMM 1, where the wgmma kernels will take the shape (the same
   // choose_sm90_config and device check as sm90_gemm1/2 at these rows)
   if (path == GemmPath::sm90) {
-    const Sm90Staging st = sm90_staging(rows_bound, row_space, w.w13.num_experts, H, I);
+    const Sm90Staging st = sm90_staging(rows_bound, row_space, w.w13.num_experts, H, I, w.w13.block);
     if (st.use && why_no_sm90(w.device).empty()) bytes = std::max(bytes, st.bytes);
   }
   return bytes;

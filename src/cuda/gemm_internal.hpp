@@ -265,7 +265,7 @@ bool stream_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream)
 bool stream_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 // The active-expert list of `rows` into `active` ([1 + num_experts] int32), one launch.
 void stream_list_active(const ExpertRows& rows, int64_t num_experts, int32_t* active, cudaStream_t stream);
-// sm90: likewise (false: fewer than kSm90MinRowsPerExpert rows per active expert, the device
+// sm90: likewise (false: fewer than kSm90MinRowsPerExpert(Mx) rows per active expert, the device
 // or build has no sm_90a wgmma code, NVFP4 A, which gemm1/gemm2 stage to bf16 where they can,
 // or NVFP4 h without the staging scratch).
 bool sm90_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
@@ -395,15 +395,22 @@ int64_t decode_launches();
 // (grid_x row tiles, grid_y (expert, token tile) slots) as the fast path's.
 // ---------------------------------------------------------------------------
 inline constexpr int kSm90RowTile = 256;           // weight rows per CTA: 2 warpgroups x 2 m64 tiles
-// below this the fast path runs (measured on the H200, kimi-k2 T = 2048, 43 rows per expert:
-// wgmma with 64-token tiles 8.24 ms, the fast path 13.0 ms)
-inline constexpr int kSm90MinRowsPerExpert = 32;
+// Below this many rows per active expert the fast path runs. Measured on the H200 (notes v11,
+// the fast path against rsws4's 64-token tiles, µs per layer): NVFP4 kimi-k2 T = 512 / 768 /
+// 1024 (11 / 16 / 21 rows) 4,029 / 4,938 / 5,459 against 4,146 / 4,347 / 4,457; deepseek-v3
+// T = 256 / 512 / 768 (8 / 16 / 24) 2,640 / 3,201 / 3,683 against 2,732 / 2,884 / 3,030;
+// qwen3-235b and qwen3-30b even at 16 (-0.4%, +2%), 2-3% faster at 24. MXFP4 (gpt-oss-120b,
+// whose fast path decodes one scale per 32 values) T = 512 / 768 / 1024 (16 / 24 / 32):
+// 852 / 891 / 939 against 888 / 903 / 918, so it keeps 32.
+inline constexpr int kSm90MinRowsPerExpert = 16;
+inline constexpr int kSm90MinRowsPerExpertMx = 32;
 
 struct Sm90Problem {
   int64_t rows_bound = 0;   // upper bound on the rows of all experts together
   int64_t num_experts = 0;  // E_local
   int N = 0, K = 0;         // device rows, K
   int num_sms = 132;        // the device's SMs (the split's rule)
+  int block = 16;           // the weights' scale block (WeightMatrix::block): 32 is MXFP4
 };
 // The default kernels split (Sm90Config::split) where rows_bound / 128 full 128-token tiles
 // would give at least this many waves of units (256 weight rows each) over the SMs. Measured on
@@ -505,10 +512,12 @@ struct Sm90Staging {
   size_t bytes = 0;               // scratch bytes in all; 0 when !use
 };
 // What the staging needs for a layer of hidden H, intermediate I, E_local experts, at
-// `rows_bound` rows in a row space of `row_space`: `use` exactly when choose_sm90_config takes
-// GEMM 1 and GEMM 2 (it decides on the rows per expert only). Not the device check: the caller
-// adds why_no_sm90. Host function, testable without a GPU.
-Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_experts, int64_t H, int64_t I);
+// `rows_bound` rows in a row space of `row_space`, weights of scale block `block`: `use` exactly
+// when choose_sm90_config takes GEMM 1 and GEMM 2 (it decides on the rows per expert and the
+// format only). Not the device check: the caller adds why_no_sm90. Host function, testable
+// without a GPU.
+Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_experts, int64_t H, int64_t I,
+                         int block);
 
 // The bf16 bits of the NVFP4 value e2m1(code) * s, s = e4m3_to_f32(scale code): exact (the
 // fp32 product is exact and has at most 6 significant bits, so its top 16 bits are the value;

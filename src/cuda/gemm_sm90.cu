@@ -1,6 +1,6 @@
 // The grouped GEMMs on Hopper warpgroup MMA (FP4MOE_GEMM=sm90; sm_90a only) for
-// prefill-sized batches: at least kSm90MinRowsPerExpert (32) rows per active expert (kimi-k2
-// from T = 1536).
+// prefill-sized batches: at least kSm90MinRowsPerExpert (16; MXFP4 32) rows per active expert
+// (kimi-k2 from T = 768).
 //
 // Why: at many rows per expert the fast path (mma.sync, 32 tokens per CTA) re-reads every
 // weight tile once per 32 tokens and issues one mma.sync per 16x8x16. Here a CTA covers 64 or
@@ -93,9 +93,10 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   }
   const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
   const int64_t per_expert = (p.rows_bound + active - 1) / active;  // rows per active expert if spread evenly
-  if (per_expert < kSm90MinRowsPerExpert) {
-    c.why = "fewer than " + std::to_string(kSm90MinRowsPerExpert) +
-            " rows per active expert: the fast path's smaller token tiles waste less";
+  const int min_rows = p.block == 32 ? kSm90MinRowsPerExpertMx : kSm90MinRowsPerExpert;
+  if (per_expert < min_rows) {
+    c.why = "fewer than " + std::to_string(min_rows) + " rows per active expert" + (p.block == 32 ? " (MXFP4)" : "") +
+            ": the fast path's smaller token tiles waste less";
     return c;
   }
   // One launch (a forced kernel, or few rows per expert): 128-token tiles read each weight tile
@@ -121,11 +122,12 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   return c;
 }
 
-Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_experts, int64_t H, int64_t I) {
+Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_experts, int64_t H, int64_t I,
+                         int block) {
   Sm90Staging st;
   // GEMM 1 (N = 2I, K = H) and GEMM 2 (N = H, K = I) decide alike: on the rows per expert.
-  st.use = choose_sm90_config({rows_bound, num_experts, int(2 * I), int(H)}).use &&
-           choose_sm90_config({rows_bound, num_experts, int(H), int(I)}).use;
+  st.use = choose_sm90_config({rows_bound, num_experts, int(2 * I), int(H), 132, block}).use &&
+           choose_sm90_config({rows_bound, num_experts, int(H), int(I), 132, block}).use;
   if (!st.use) return st;
   st.a_bf16 = 0;
   st.h_bf16 = a_staging_bytes(row_space, H, I);
@@ -1270,7 +1272,7 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
 // operands, which need the staging scratch; staging_refused says why they cannot have it ("": they can).
 Sm90Config plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows,
                 bool staged, const std::string& staging_refused) {
-  const Sm90Problem pb{rows.rows_bound, w.num_experts, w.N, w.K, multiprocessor_count(cw.device)};
+  const Sm90Problem pb{rows.rows_bound, w.num_experts, w.N, w.K, multiprocessor_count(cw.device), w.block};
   Sm90Config c = choose_sm90_config(pb);
   std::string refused;
   if (c.use) {
@@ -1365,7 +1367,7 @@ const char* const kUnstagedA =
 // scratch's h_bf16), then it is requantized into h_fp4 / h_scale.
 bool sm90_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
   const int64_t H = cw.w13.K, I = cw.w13.N / 2, E = cw.w13.num_experts;
-  const Sm90Staging st = sm90_staging(a.rows.rows_bound, a.rows.row_space, E, H, I);
+  const Sm90Staging st = sm90_staging(a.rows.rows_bound, a.rows.row_space, E, H, I, cw.w13.block);
   std::string refused;
   if (a.a_fp4) {
     refused = kUnstagedA;

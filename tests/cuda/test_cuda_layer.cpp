@@ -20,6 +20,7 @@
 #include "format/quant.hpp"
 #include "fp4moe/format.h"
 #include "moe_fixtures.hpp"
+#include "prepare/prepare.hpp"
 #include "reference/reference.hpp"
 
 namespace fp4moe::testing {
@@ -324,7 +325,9 @@ TEST_P(CudaLayerConformance, MatchesReference) {
     const bool hopper = cuda::why_no_sm90(current_device()).empty();
     auto wgmma_launches = [&](int64_t rows_bound) {
       const bool wgmma = gemm == "sm90" && hopper &&
-                         cuda::choose_sm90_config({rows_bound, E_local, int(2 * c.I), int(c.H)}).use;
+                         cuda::choose_sm90_config(
+                             {rows_bound, E_local, int(2 * c.I), int(c.H), 132, detail::weight_block(c.wf)})
+                             .use;
       return int64_t(wgmma ? 2 : 0);
     };
     if (gemm == "sm90")

@@ -19,6 +19,7 @@
 #include "cuda/gemm.hpp"
 #include "cuda/gemm_internal.hpp"
 #include "format/quant.hpp"
+#include "prepare/prepare.hpp"
 
 namespace fp4moe::cuda {
 namespace {
@@ -394,8 +395,8 @@ void check_problem(const Spec& spec, GemmPath path) {
   // launch.
   int64_t sm90_expected = 0;
   if (path == GemmPath::sm90) {
-    const Sm90Config c1 = choose_sm90_config({p.rows_bound, spec.E, int(2 * I), int(H)});
-    const Sm90Config c2 = choose_sm90_config({p.rows_bound, spec.E, int(H), int(I)});
+    const Sm90Config c1 = choose_sm90_config({p.rows_bound, spec.E, int(2 * I), int(H), 132, detail::weight_block(spec.wf)});
+    const Sm90Config c2 = choose_sm90_config({p.rows_bound, spec.E, int(H), int(I), 132, detail::weight_block(spec.wf)});
     if (spec.large) ASSERT_TRUE(c1.use && c2.use) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
     ASSERT_EQ(c1.use, c2.use);  // both depend on the rows per expert only
     sm90_expected = c1.use && why_no_sm90(0).empty() ? 1 : 0;
@@ -677,7 +678,8 @@ TEST_P(CudaGemmSm90Forced, MatchesHost) {
   // gemm1 and gemm2 (one token tile: it depends on the rows per expert; _split_3ctas: a launch
   // of each of rsws and rsws4), each run twice (check_problem's determinism check).
   const int64_t launches = why_no_sm90(0).empty() ? 4 : 0;
-  const Sm90Config c = choose_sm90_config({make_problem(spec).rows_bound, spec.E, int(2 * spec.I), int(spec.H)});
+  const Sm90Config c = choose_sm90_config(
+      {make_problem(spec).rows_bound, spec.E, int(2 * spec.I), int(spec.H), 132, detail::weight_block(spec.wf)});
   if (forced == Forced::split_3ctas) {
     EXPECT_EQ(sm90_kernel_for(c), Sm90Kernel::split);
     EXPECT_EQ(sm90_launches() - before, launches) << "wgmma GEMMs";
@@ -1075,13 +1077,15 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
     pb.N = 16 * (1 + int(rng() % 900));
     pb.K = 16 * (1 + int(rng() % 500));
     pb.num_sms = trial % 3 == 0 ? 78 : 132;
+    pb.block = trial % 5 == 0 ? kMxfp4Block : kNvfp4Block;
     const Sm90Config c = choose_sm90_config(pb);
     ASSERT_FALSE(c.why.empty());
     ASSERT_GE(c.grid_x * kSm90RowTile, pb.N);
     ASSERT_LT((c.grid_x - 1) * kSm90RowTile, pb.N);
     const int64_t active = std::max<int64_t>(1, std::min(pb.num_experts, pb.rows_bound));
     const int64_t per_expert = (pb.rows_bound + active - 1) / active;
-    if (pb.rows_bound == 0 || per_expert < kSm90MinRowsPerExpert) {
+    const int min_rows = pb.block == kMxfp4Block ? kSm90MinRowsPerExpertMx : kSm90MinRowsPerExpert;
+    if (pb.rows_bound == 0 || per_expert < min_rows) {
       ASSERT_FALSE(c.use) << c.why;
       continue;
     }
@@ -1110,11 +1114,19 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   EXPECT_GT(tile64, 10);
   EXPECT_GT(split, 10);
   // kimi-k2 (E = 384, k = 8): T = 4096 (86 rows per expert) runs wgmma; the threshold is
-  // kSm90MinRowsPerExpert rows per active expert, exactly.
+  // kSm90MinRowsPerExpert rows per active expert, exactly (MXFP4: kSm90MinRowsPerExpertMx).
   EXPECT_TRUE(choose_sm90_config({4096 * 8, 384, 4096, 7168}).use);
   EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 4096, 7168}).token_tile, 128);
   EXPECT_TRUE(choose_sm90_config({kSm90MinRowsPerExpert * 384, 384, 4096, 7168}).use);
   EXPECT_FALSE(choose_sm90_config({(kSm90MinRowsPerExpert - 1) * 384, 384, 4096, 7168}).use);
+  EXPECT_TRUE(choose_sm90_config({kSm90MinRowsPerExpertMx * 128, 128, 5760, 2880, 132, kMxfp4Block}).use);
+  EXPECT_FALSE(choose_sm90_config({(kSm90MinRowsPerExpertMx - 1) * 128, 128, 5760, 2880, 132, kMxfp4Block}).use);
+  // as measured (gemm_internal.hpp): kimi-k2 T = 768 (16 rows per expert) on wgmma, T = 512 (11)
+  // on the fast path; gpt-oss-120b (MXFP4, E = 128, k = 4) T = 512 (16) on the fast path.
+  EXPECT_TRUE(choose_sm90_config({768 * 8, 384, 4096, 7168}).use);
+  EXPECT_FALSE(choose_sm90_config({512 * 8, 384, 4096, 7168}).use);
+  EXPECT_FALSE(choose_sm90_config({512 * 4, 128, 5760, 2880, 132, kMxfp4Block}).use);
+  EXPECT_TRUE(choose_sm90_config({512 * 4, 128, 5760, 2880, 132, kNvfp4Block}).use);
   EXPECT_FALSE(choose_sm90_config({0, 384, 4096, 7168}).use);
   // 64-token tiles where an odd number of them covers the average expert (up to 256 rows).
   EXPECT_EQ(choose_sm90_config({64 * 384, 384, 7168, 2048}).token_tile, 64);
@@ -1178,10 +1190,11 @@ TEST(CudaGemmConfig, Sm90StagingScratch) {
     const int64_t rows_bound = int64_t(rng() % (trial % 2 ? 300 : 140000));
     const int64_t row_space = rows_bound + int64_t(rng() % 100);
     const int64_t H = 16 * (1 + int64_t(rng() % 500)), I = 16 * (1 + int64_t(rng() % 300));
-    const Sm90Staging st = sm90_staging(rows_bound, row_space, E, H, I);
-    const bool take = choose_sm90_config({rows_bound, E, int(2 * I), int(H)}).use;
-    ASSERT_EQ(st.use, take) << "rows_bound " << rows_bound << " E " << E;
-    ASSERT_EQ(choose_sm90_config({rows_bound, E, int(H), int(I)}).use, take);
+    const int block = trial % 3 == 0 ? kMxfp4Block : kNvfp4Block;
+    const Sm90Staging st = sm90_staging(rows_bound, row_space, E, H, I, block);
+    const bool take = choose_sm90_config({rows_bound, E, int(2 * I), int(H), 132, block}).use;
+    ASSERT_EQ(st.use, take) << "rows_bound " << rows_bound << " E " << E << " block " << block;
+    ASSERT_EQ(choose_sm90_config({rows_bound, E, int(H), int(I), 132, block}).use, take);
     if (!st.use) {
       ASSERT_EQ(st.bytes, 0u);
       continue;
@@ -1197,11 +1210,11 @@ TEST(CudaGemmConfig, Sm90StagingScratch) {
   EXPECT_GT(used, 100);
   // kimi-k2 (H = 7168, I = 2048, E = 384, k = 8): T = 2048 (43 rows per expert) and T = 16384
   // stage through 288 MiB and 2.25 GiB; T = 512 (11 rows per expert) runs the fast path.
-  EXPECT_EQ(sm90_staging(2048 * 8, 2048 * 8, 384, 7168, 2048).bytes, size_t(2048) * 8 * (7168 + 2048) * 2);
-  EXPECT_EQ(sm90_staging(16384 * 8, 16384 * 8, 384, 7168, 2048).bytes, size_t(16384) * 8 * (7168 + 2048) * 2);
-  EXPECT_FALSE(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048).use);
-  EXPECT_EQ(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048).bytes, 0u);
-  EXPECT_EQ(sm90_staging(0, 0, 384, 7168, 2048).bytes, 0u);
+  EXPECT_EQ(sm90_staging(2048 * 8, 2048 * 8, 384, 7168, 2048, kNvfp4Block).bytes, size_t(2048) * 8 * (7168 + 2048) * 2);
+  EXPECT_EQ(sm90_staging(16384 * 8, 16384 * 8, 384, 7168, 2048, kNvfp4Block).bytes, size_t(16384) * 8 * (7168 + 2048) * 2);
+  EXPECT_FALSE(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048, kNvfp4Block).use);
+  EXPECT_EQ(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048, kNvfp4Block).bytes, 0u);
+  EXPECT_EQ(sm90_staging(0, 0, 384, 7168, 2048, kNvfp4Block).bytes, 0u);
 }
 
 // The staging dequantization's value function: every e2m1 code times every finite e4m3 scale
@@ -1341,7 +1354,7 @@ TEST(CudaGemmSm90, W4A4MatchesFast) {
   const auto dw = upload_weights(p.w, 0);
   const int64_t H = s.H, I = s.I;
   ASSERT_TRUE(choose_sm90_config({p.rows_bound, s.E, int(2 * I), int(H)}).use);
-  const Sm90Staging st = sm90_staging(p.rows_bound, p.row_space, s.E, H, I);
+  const Sm90Staging st = sm90_staging(p.rows_bound, p.row_space, s.E, H, I, kNvfp4Block);
   ASSERT_TRUE(st.use);
   // without wgmma, the scratch holds the bf16 copy of A only: row_space x max(H, I) bf16
   const size_t a_copy = (size_t(p.row_space) * size_t(std::max(H, I)) * 2 + 255) / 256 * 256;
