@@ -410,7 +410,7 @@ struct Sm90Problem {
   int64_t num_experts = 0;  // E_local
   int N = 0, K = 0;         // device rows, K
   int num_sms = 132;        // the device's SMs (the split's rule)
-  int block = 16;           // the weights' scale block (WeightMatrix::block): 32 is MXFP4
+  int block = kNvfp4Block;  // the weights' scale block (WeightMatrix::block): kMxfp4Block is MXFP4
 };
 // The default kernels split (Sm90Config::split) where rows_bound / 128 full 128-token tiles
 // would give at least this many waves of units (256 weight rows each) over the SMs. Measured on

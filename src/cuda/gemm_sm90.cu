@@ -93,9 +93,10 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   }
   const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
   const int64_t per_expert = (p.rows_bound + active - 1) / active;  // rows per active expert if spread evenly
-  const int min_rows = p.block == 32 ? kSm90MinRowsPerExpertMx : kSm90MinRowsPerExpert;
+  const bool mx = p.block == kMxfp4Block;
+  const int min_rows = mx ? kSm90MinRowsPerExpertMx : kSm90MinRowsPerExpert;
   if (per_expert < min_rows) {
-    c.why = "fewer than " + std::to_string(min_rows) + " rows per active expert" + (p.block == 32 ? " (MXFP4)" : "") +
+    c.why = "fewer than " + std::to_string(min_rows) + " rows per active expert" + (mx ? " (MXFP4)" : "") +
             ": the fast path's smaller token tiles waste less";
     return c;
   }
@@ -126,8 +127,12 @@ Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_expe
                          int block) {
   Sm90Staging st;
   // GEMM 1 (N = 2I, K = H) and GEMM 2 (N = H, K = I) decide alike: on the rows per expert.
-  st.use = choose_sm90_config({rows_bound, num_experts, int(2 * I), int(H), 132, block}).use &&
-           choose_sm90_config({rows_bound, num_experts, int(H), int(I), 132, block}).use;
+  st.use = choose_sm90_config({.rows_bound = rows_bound, .num_experts = num_experts, .N = int(2 * I), .K = int(H),
+                               .block = block})
+               .use &&
+           choose_sm90_config({.rows_bound = rows_bound, .num_experts = num_experts, .N = int(H), .K = int(I),
+                               .block = block})
+               .use;
   if (!st.use) return st;
   st.a_bf16 = 0;
   st.h_bf16 = a_staging_bytes(row_space, H, I);
@@ -985,8 +990,8 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
           ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_ptr[i] + j * (kFragK * 2), (b_rows >> i) % 2 != 0);
 #pragma unroll
         for (int i = 0; i < T::kWChunks; ++i)
-          ptx::cp_async_16(st + T::kBBytes + (ptid / 32 + kWBlockStep * i) * kWStride + sl * 16, w_ptr[i] + j * kWStride,
-                           (w_rows >> i) % 2 != 0);
+          ptx::cp_async_16(st + T::kBBytes + (ptid / 32 + kWBlockStep * i) * kWStride + sl * 16,
+                           w_ptr[i] + j * kWStride, (w_rows >> i) % 2 != 0);
         if (s_on) ptx::cp_async_16(st + s_dst, s_ptr + j * sb, s_row);
         ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * s);
       };

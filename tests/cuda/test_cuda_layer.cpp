@@ -325,8 +325,11 @@ TEST_P(CudaLayerConformance, MatchesReference) {
     const bool hopper = cuda::why_no_sm90(current_device()).empty();
     auto wgmma_launches = [&](int64_t rows_bound) {
       const bool wgmma = gemm == "sm90" && hopper &&
-                         cuda::choose_sm90_config(
-                             {rows_bound, E_local, int(2 * c.I), int(c.H), 132, detail::weight_block(c.wf)})
+                         cuda::choose_sm90_config({.rows_bound = rows_bound,
+                                                   .num_experts = E_local,
+                                                   .N = int(2 * c.I),
+                                                   .K = int(c.H),
+                                                   .block = detail::weight_block(c.wf)})
                              .use;
       return int64_t(wgmma ? 2 : 0);
     };

@@ -395,10 +395,15 @@ void check_problem(const Spec& spec, GemmPath path) {
   // launch.
   int64_t sm90_expected = 0;
   if (path == GemmPath::sm90) {
-    const Sm90Config c1 = choose_sm90_config({p.rows_bound, spec.E, int(2 * I), int(H), 132, detail::weight_block(spec.wf)});
-    const Sm90Config c2 = choose_sm90_config({p.rows_bound, spec.E, int(H), int(I), 132, detail::weight_block(spec.wf)});
+    Sm90Problem g{.rows_bound = p.rows_bound, .num_experts = spec.E, .block = detail::weight_block(spec.wf)};
+    g.N = int(2 * I);
+    g.K = int(H);
+    const Sm90Config c1 = choose_sm90_config(g);
+    g.N = int(H);
+    g.K = int(I);
+    const Sm90Config c2 = choose_sm90_config(g);
     if (spec.large) ASSERT_TRUE(c1.use && c2.use) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
-    ASSERT_EQ(c1.use, c2.use);  // both depend on the rows per expert only
+    ASSERT_EQ(c1.use, c2.use);  // both depend on the rows per expert and the format only
     sm90_expected = c1.use && why_no_sm90(0).empty() ? 1 : 0;
     if (spec.w4a4 && sm90_expected) {
       ASSERT_GT(gemm_scratch_bytes(*dw, path, p.rows_bound, p.row_space), 0u) << "W4A4 needs the staging scratch";
@@ -679,7 +684,8 @@ TEST_P(CudaGemmSm90Forced, MatchesHost) {
   // of each of rsws and rsws4), each run twice (check_problem's determinism check).
   const int64_t launches = why_no_sm90(0).empty() ? 4 : 0;
   const Sm90Config c = choose_sm90_config(
-      {make_problem(spec).rows_bound, spec.E, int(2 * spec.I), int(spec.H), 132, detail::weight_block(spec.wf)});
+      {.rows_bound = make_problem(spec).rows_bound, .num_experts = spec.E, .N = int(2 * spec.I), .K = int(spec.H),
+       .block = detail::weight_block(spec.wf)});
   if (forced == Forced::split_3ctas) {
     EXPECT_EQ(sm90_kernel_for(c), Sm90Kernel::split);
     EXPECT_EQ(sm90_launches() - before, launches) << "wgmma GEMMs";
@@ -1119,14 +1125,17 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 4096, 7168}).token_tile, 128);
   EXPECT_TRUE(choose_sm90_config({kSm90MinRowsPerExpert * 384, 384, 4096, 7168}).use);
   EXPECT_FALSE(choose_sm90_config({(kSm90MinRowsPerExpert - 1) * 384, 384, 4096, 7168}).use);
-  EXPECT_TRUE(choose_sm90_config({kSm90MinRowsPerExpertMx * 128, 128, 5760, 2880, 132, kMxfp4Block}).use);
-  EXPECT_FALSE(choose_sm90_config({(kSm90MinRowsPerExpertMx - 1) * 128, 128, 5760, 2880, 132, kMxfp4Block}).use);
+  const auto mx = [](int64_t rows, int64_t E, int N, int K) {
+    return Sm90Problem{.rows_bound = rows, .num_experts = E, .N = N, .K = K, .block = kMxfp4Block};
+  };
+  EXPECT_TRUE(choose_sm90_config(mx(kSm90MinRowsPerExpertMx * 128, 128, 5760, 2880)).use);
+  EXPECT_FALSE(choose_sm90_config(mx((kSm90MinRowsPerExpertMx - 1) * 128, 128, 5760, 2880)).use);
   // as measured (gemm_internal.hpp): kimi-k2 T = 768 (16 rows per expert) on wgmma, T = 512 (11)
   // on the fast path; gpt-oss-120b (MXFP4, E = 128, k = 4) T = 512 (16) on the fast path.
   EXPECT_TRUE(choose_sm90_config({768 * 8, 384, 4096, 7168}).use);
   EXPECT_FALSE(choose_sm90_config({512 * 8, 384, 4096, 7168}).use);
-  EXPECT_FALSE(choose_sm90_config({512 * 4, 128, 5760, 2880, 132, kMxfp4Block}).use);
-  EXPECT_TRUE(choose_sm90_config({512 * 4, 128, 5760, 2880, 132, kNvfp4Block}).use);
+  EXPECT_FALSE(choose_sm90_config(mx(512 * 4, 128, 5760, 2880)).use);
+  EXPECT_TRUE(choose_sm90_config({512 * 4, 128, 5760, 2880}).use);
   EXPECT_FALSE(choose_sm90_config({0, 384, 4096, 7168}).use);
   // 64-token tiles where an odd number of them covers the average expert (up to 256 rows).
   EXPECT_EQ(choose_sm90_config({64 * 384, 384, 7168, 2048}).token_tile, 64);
@@ -1192,9 +1201,12 @@ TEST(CudaGemmConfig, Sm90StagingScratch) {
     const int64_t H = 16 * (1 + int64_t(rng() % 500)), I = 16 * (1 + int64_t(rng() % 300));
     const int block = trial % 3 == 0 ? kMxfp4Block : kNvfp4Block;
     const Sm90Staging st = sm90_staging(rows_bound, row_space, E, H, I, block);
-    const bool take = choose_sm90_config({rows_bound, E, int(2 * I), int(H), 132, block}).use;
+    const Sm90Problem g1{.rows_bound = rows_bound, .num_experts = E, .N = int(2 * I), .K = int(H), .block = block};
+    const bool take = choose_sm90_config(g1).use;
     ASSERT_EQ(st.use, take) << "rows_bound " << rows_bound << " E " << E << " block " << block;
-    ASSERT_EQ(choose_sm90_config({rows_bound, E, int(H), int(I), 132, block}).use, take);
+    ASSERT_EQ(
+        choose_sm90_config({.rows_bound = rows_bound, .num_experts = E, .N = int(H), .K = int(I), .block = block}).use,
+        take);
     if (!st.use) {
       ASSERT_EQ(st.bytes, 0u);
       continue;
