@@ -929,7 +929,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   constexpr bool mx = MX;
-  const int sb = frag_scale_bytes(MX ? 32 : 16);  // MX is w.block == 32 (launch_rsws)
+  const int sb = frag_scale_bytes(MX ? kMxfp4Block : kNvfp4Block);  // MX is w.block == kMxfp4Block (launch_rsws)
   const uint32_t decode_low = sm80::decode_table(w);
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
   const int64_t units = p.tiles * row_tiles;
@@ -1026,7 +1026,10 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
         pos.next();
         ++kb;
       }
-      if (kb < KB) {  // the last k-block: its B chunks past K are zeros
+      // The last k-block: its B chunks past K are zeros. Its weight and scale copies are fill's,
+      // written out again: shared through a lambda they cost rsws4's two-k-block loop 2 more
+      // SASS instructions (ptxas scheduled it differently).
+      if (kb < KB) {
         ptx::mbarrier_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
         uint8_t* const st = stages + pos.s * T::kStageBytes;
 #pragma unroll
@@ -1134,7 +1137,7 @@ std::atomic<int> g_ws_grid_limit{0};
 template <int NT, bool GEMM1, int kCw>
 void launch_rsws(dim3 grid, const Params& p, cudaStream_t stream) {
   constexpr int kThreads = RsRoles<kCw>::kThreads, kSmem = RsWsTile<NT, kCw>::kSmem;
-  if (p.w.block == 32) sm90_rsws_gemm<NT, GEMM1, kCw, true><<<grid, kThreads, kSmem, stream>>>(p);
+  if (p.w.block == kMxfp4Block) sm90_rsws_gemm<NT, GEMM1, kCw, true><<<grid, kThreads, kSmem, stream>>>(p);
   else sm90_rsws_gemm<NT, GEMM1, kCw, false><<<grid, kThreads, kSmem, stream>>>(p);
 }
 
