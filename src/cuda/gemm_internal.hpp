@@ -78,7 +78,7 @@ struct WeightMatrix {
   uint32_t zero = 0;                // 0, unknown to the compiler (sm80::decode_table)
 };
 
-FP4MOE_HD int frag_scale_bytes(int block) { return kFragRows * kFragK / block; }
+FP4MOE_HD constexpr int frag_scale_bytes(int block) { return kFragRows * kFragK / block; }
 FP4MOE_HD int64_t frag_block_index(int64_t e, int64_t n, int64_t k, int N, int Kp) {
   return (e * (N / kFragRows) + n / kFragRows) * (Kp / kFragK) + k / kFragK;
 }

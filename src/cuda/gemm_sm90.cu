@@ -75,6 +75,9 @@
 #include <map>
 #include <mutex>
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include "cuda/common/check.hpp"
 #include "cuda/common/device.hpp"
 #include "cuda/common/ptx.cuh"
@@ -857,6 +860,15 @@ struct RingPos {
   }
 };
 
+// The rsws kernels' TMA descriptors of one weight matrix (encode_weight_maps), passed as a
+// __grid_constant__ parameter: the fragment words as {128 words of a fragment block, k-block,
+// fragment row, expert} and the scale bytes as {sb, k-block, fragment row, expert}, each with a
+// box of one k-block of kBlocksPerCta fragment rows (rows past N out of bounds: zeros).
+struct WeightMaps {
+  CUtensorMap q;
+  CUtensorMap s;
+};
+
 // Roles of a kernel with kCw consumer warpgroups (2 or 4).
 template <int kCw>
 struct RsRoles {
@@ -874,7 +886,6 @@ struct RsRoles {
   static_assert(!kSetMaxNReg ||
                     kProducerRegs * kProducerThreads + kConsumerRegs * kConsumerThreads <= kLaunchRegs * kThreads,
                 "the registers the roles ask for must be the ones the CTA got at launch");
-  static_assert(kBlocksPerCta * 32 % kProducerThreads == 0, "the fragment blocks' 16-byte slots divide evenly");
 };
 
 template <int NT, int kCw>
@@ -887,21 +898,20 @@ struct RsWsTile : StageLayout<NT> {
   static constexpr int kSmem = kSwizzleAtom + kStages * kStageBytes;
   static constexpr int kBStep = R::kProducerThreads / 8;            // tokens between a thread's B chunks
   static constexpr int kBChunks = kTok * 8 / R::kProducerThreads;  // B chunks per producer thread and stage
-  static constexpr int kWChunks = kBlocksPerCta * 32 / R::kProducerThreads;
   static_assert(kStageBytes % kSwizzleAtom == 0, "every B tile must start 1024-byte aligned");
   static_assert((2 * kStages + 4) * 8 <= kWsBarrierBytes, "the mbarriers must fit their reserved bytes");
   static_assert(kSmem + kTableBytes + kWsBarrierBytes <= kSmemPerCta, "one CTA's shared memory must fit");
   static_assert(kStages >= 4, "keep the loads several k-blocks ahead");
   static_assert((kTok * 8) % R::kProducerThreads == 0, "the B tile's chunks must divide evenly over the producers");
   static_assert(kTok <= R::kProducerThreads, "one producer thread per token row fills the row tables");
-  static_assert(kBlocksPerCta * 64 <= R::kProducerThreads * 16, "the producers cover every fragment row's scales");
 };
 
 // MX: the weights' scales are MX exponents (w.block == 32), known at compile time: the scale
 // selection of every k-block then folds to constants (at run time it was ~25 instructions
 // per k-block and warp, which ptxas recomputed rather than keep in registers).
 template <int NT, bool GEMM1, int kCw, bool MX>
-__global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(const Params p) {
+__global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
+    sm90_rsws_gemm(const Params p, const __grid_constant__ WeightMaps maps) {
 #if defined(FP4MOE_SM90A)
   using T = RsWsTile<NT, kCw>;
   using R = RsRoles<kCw>;
@@ -921,6 +931,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
       ptx::mbarrier_init(addr(&empty_bar[s]), R::kConsumerThreads);
     }
     tables.init(R::kProducerThreads, R::kConsumerThreads);
+    ptx::fence_proxy_async_shared();  // the initialized barriers, visible to the bulk copies' complete_tx
   }
   __syncthreads();  // the barriers' initialization, visible to all
 
@@ -929,7 +940,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   constexpr bool mx = MX;
-  const int sb = frag_scale_bytes(MX ? kMxfp4Block : kNvfp4Block);  // MX is w.block == kMxfp4Block (launch_rsws)
+  constexpr int sb = frag_scale_bytes(MX ? kMxfp4Block : kNvfp4Block);  // MX is w.block == kMxfp4Block (launch_rsws)
   const uint32_t decode_low = sm80::decode_table(w);
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
   const int64_t units = p.tiles * row_tiles;
@@ -942,11 +953,11 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
     // B: chunk cb (k 8cb..8cb+7 of the k-block) of tokens jb + kBStep i; (jb + kBStep i) % 8 = jb % 8.
     const int jb = ptid / 8, cb = ptid % 8;
     const int b_dst = jb * 128 + sm80::a_bf16_swizzle(jb, cb);
-    // Weights: lane slot ptid % 32 of fragment blocks ptid / 32 + kWBlockStep i, in the global
-    // layout's order (load_weight_frag reads slot `lane` at lane * 16).
-    // Scales: 16-byte part s_part of fragment row s_blk's sb bytes (the first 16 * sb / 16 threads).
-    const int s_blk = ptid / (sb / 16), s_part = ptid % (sb / 16);
-    const int s_dst = T::kBBytes + T::kWBytes + s_blk * 64 + s_part * 16;
+    // Weights and scales: producer thread 0 brings a k-block's kBlocksPerCta fragment rows
+    // (512 bytes each, in the global layout's order: load_weight_frag reads slot `lane` at
+    // lane * 16) and their sb scale bytes each as two TMA boxes (WeightMaps).
+    const uint32_t stages_addr = addr(stages);
+    constexpr uint32_t kTx = uint32_t(T::kWBytes + kBlocksPerCta * sb);  // both boxes' bytes
 
     RingPos<kStages> pos;  // the stage of the CTA's next k-block, and the parity of its fill
     int n = 0;
@@ -958,49 +969,37 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
       // Each copy's source at k-block kb, as pointers moved on two k-blocks per step (the odd
-      // one of a pair is at an immediate offset). Rows past the expert's rows (B) or past N
-      // (weights, scales) point at a real row and copy zero bytes (zero-fill, no read): their
-      // sizes are fixed for the unit, so no k-block selects. B chunks past K (in the last
-      // k-block, when K % 64 != 0) are zeros too: the weights there are zero codes.
+      // one of a pair is at an immediate offset). B rows past the expert's rows point at a real
+      // row and copy zero bytes (zero-fill, no read), fixed for the unit. B chunks past K (in
+      // the last k-block, when K % 64 != 0) are zeros too: the weights there are zero codes.
+      // Fragment rows past N are out of the maps' bounds: TMA fills them with zeros.
       const uint8_t* b_ptr[T::kBChunks];
       const uint32_t b_rows = b_sources<T::kBChunks, T::kBStep>(tables.arow[n % 2], jb, cb, p.a_bf16, K, b_ptr);
       const bool b_last_in_k = (KB - 1) * kFragK + cb * 8 < K;  // chunk cb of the last k-block is below K
-      // Weight chunk i: lane slot sl of fragment block blk_i = ptid / 32 + kWBlockStep i.
-      constexpr int kWBlockStep = R::kProducerThreads / 32;
-      constexpr int kWStride = kFragWords * 4;  // one k-block of one fragment row: 512 bytes
-      const int sl = ptid % 32;
-      const uint8_t* const w_expert = reinterpret_cast<const uint8_t*>(w.q) + int64_t(e) * NB * KB * kWStride + sl * 16;
-      const uint8_t* w_ptr[T::kWChunks];
-      uint32_t w_rows = 0;  // bit i: weight chunk i's row is below N
-#pragma unroll
-      for (int i = 0; i < T::kWChunks; ++i) {
-        const int row = nb0 + ptid / 32 + kWBlockStep * i;
-        w_ptr[i] = w_expert + int64_t(row < NB ? row : nb0) * KB * kWStride;
-        w_rows |= row < NB ? 1u << i : 0u;
-      }
-      const bool s_on = s_blk < kBlocksPerCta;  // warp-uniform
-      const bool s_row = nb0 + s_blk < NB;
-      const uint8_t* s_ptr =
-          w.scale + ((int64_t(e) * NB + (nb0 + s_blk < NB ? nb0 + s_blk : nb0)) * KB) * sb + s_part * 16;
+      int kb_w = 0;  // the k-block of the pointers (the weights' TMA coordinate)
+      // Thread 0's TMA of k-block kb_w + j into stage s, announced before its own arrival (the
+      // expect_tx keeps the phase open for the boxes' bytes).
+      auto weights = [&](int s, int j) {
+        if (ptid == 0) {
+          const uint32_t bar = full0 + 8 * s, st_addr = stages_addr + uint32_t(s * T::kStageBytes);
+          ptx::mbarrier_expect_tx(bar, kTx);
+          ptx::tma_load_4d(st_addr + T::kBBytes, &maps.q, 0, kb_w + j, nb0, e, bar);
+          ptx::tma_load_4d(st_addr + T::kBBytes + T::kWBytes, &maps.s, 0, kb_w + j, nb0, e, bar);
+        }
+      };
       // Stage s <- k-block (the pointers' k-block + j), then the arrival that announces it.
       auto fill = [&](int s, int j) {
         uint8_t* const st = stages + s * T::kStageBytes;
 #pragma unroll
         for (int i = 0; i < T::kBChunks; ++i)
           ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_ptr[i] + j * (kFragK * 2), (b_rows >> i) % 2 != 0);
-#pragma unroll
-        for (int i = 0; i < T::kWChunks; ++i)
-          ptx::cp_async_16(st + T::kBBytes + (ptid / 32 + kWBlockStep * i) * kWStride + sl * 16,
-                           w_ptr[i] + j * kWStride, (w_rows >> i) % 2 != 0);
-        if (s_on) ptx::cp_async_16(st + s_dst, s_ptr + j * sb, s_row);
+        weights(s, j);
         ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * s);
       };
       auto advance = [&](int kbs) {
 #pragma unroll
         for (int i = 0; i < T::kBChunks; ++i) b_ptr[i] += kbs * (kFragK * 2);
-#pragma unroll
-        for (int i = 0; i < T::kWChunks; ++i) w_ptr[i] += kbs * kWStride;
-        s_ptr += kbs * sb;
+        kb_w += kbs;
       };
       // Two k-blocks per step: both free-stage checks are issued before either answer is
       // needed. The last k-block runs alone (K may end inside it), and so does one before it
@@ -1026,9 +1025,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
         pos.next();
         ++kb;
       }
-      // The last k-block: its B chunks past K are zeros. Its weight and scale copies are fill's,
-      // written out again: shared through a lambda they cost rsws4's two-k-block loop 2 more
-      // SASS instructions (ptxas scheduled it differently).
+      // The last k-block: its B chunks past K are zeros; its weights and scales are fill's boxes.
       if (kb < KB) {
         ptx::mbarrier_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
         uint8_t* const st = stages + pos.s * T::kStageBytes;
@@ -1036,11 +1033,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
         for (int i = 0; i < T::kBChunks; ++i)
           ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_last_in_k ? b_ptr[i] : b_ptr[i] - kb * (kFragK * 2),
                            b_last_in_k && (b_rows >> i) % 2 != 0);
-#pragma unroll
-        for (int i = 0; i < T::kWChunks; ++i)
-          ptx::cp_async_16(st + T::kBBytes + (ptid / 32 + kWBlockStep * i) * kWStride + sl * 16, w_ptr[i],
-                           (w_rows >> i) % 2 != 0);
-        if (s_on) ptx::cp_async_16(st + s_dst, s_ptr, s_row);
+        weights(pos.s, 0);
         ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * pos.s);
         pos.next();
       }
@@ -1074,13 +1067,13 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1) sm90_rsws_gemm(cons
         ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
         const uint8_t* st = stages + s * T::kStageBytes;
         // The words and scale bytes of the warp's fragment rows, once per k-block (zeros past N:
-        // the producer filled them so).
+        // TMA filled them so). The scale box packs sb bytes per fragment row.
         uint4 wq[kMt];
         uint2 ws[kMt];
 #pragma unroll
         for (int mt = 0; mt < kMt; ++mt)
           sm80::load_weight_frag(st + T::kBBytes + (fb + mt) * (kFragWords * 4),
-                                 st + T::kBBytes + T::kWBytes + (fb + mt) * 64, lane, g, sb, mx, wq[mt], ws[mt]);
+                                 st + T::kBBytes + T::kWBytes + (fb + mt) * sb, lane, g, sb, mx, wq[mt], ws[mt]);
         const uint64_t db = desc_b + uint64_t(s * T::kStageBytes / 16);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
@@ -1133,12 +1126,53 @@ std::atomic<int> g_kernel{-1};
 // Tests: at most this many CTAs for the warp-specialized kernels (0: one per SM).
 std::atomic<int> g_ws_grid_limit{0};
 
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no link to libcuda), or
+// nullptr where the driver has none.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// The WeightMaps of w (host only: no device call).
+WeightMaps encode_weight_maps(const WeightMatrix& w) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (!encode) detail::fail(ErrorKind::device, "the CUDA driver has no cuTensorMapEncodeTiled (the rsws kernels' TMA)");
+  const cuuint64_t KB = cuuint64_t(w.Kp / kFragK), NB = cuuint64_t(w.N / kFragRows), E = cuuint64_t(w.num_experts);
+  const cuuint64_t sb = cuuint64_t(frag_scale_bytes(w.block)), fb = kFragWords * 4;
+  WeightMaps m{};
+  auto one = [&](CUtensorMap* map, CUtensorMapDataType type, const void* base, cuuint64_t inner_elems,
+                 cuuint64_t inner_bytes, const char* what) {
+    const cuuint64_t dims[4] = {inner_elems, KB, NB, E};
+    const cuuint64_t strides[3] = {inner_bytes, KB * inner_bytes, NB * KB * inner_bytes};  // bytes, dims 1..3
+    const cuuint32_t box[4] = {cuuint32_t(inner_elems), 1, cuuint32_t(kBlocksPerCta), 1};
+    const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+    const CUresult r = encode(map, type, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+      detail::fail(ErrorKind::device, std::string("cuTensorMapEncodeTiled (") + what + ") failed: CUresult " +
+                                          std::to_string(int(r)));
+  };
+  one(&m.q, CU_TENSOR_MAP_DATA_TYPE_UINT32, w.q, fb / 4, fb, "weight words");
+  one(&m.s, CU_TENSOR_MAP_DATA_TYPE_UINT8, w.scale, sb, sb, "weight scales");
+  return m;
+}
+
 // An rsws kernel of NVFP4 or MX weights.
 template <int NT, bool GEMM1, int kCw>
 void launch_rsws(dim3 grid, const Params& p, cudaStream_t stream) {
   constexpr int kThreads = RsRoles<kCw>::kThreads, kSmem = RsWsTile<NT, kCw>::kSmem;
-  if (p.w.block == kMxfp4Block) sm90_rsws_gemm<NT, GEMM1, kCw, true><<<grid, kThreads, kSmem, stream>>>(p);
-  else sm90_rsws_gemm<NT, GEMM1, kCw, false><<<grid, kThreads, kSmem, stream>>>(p);
+  const WeightMaps maps = encode_weight_maps(p.w);
+  if (p.w.block == kMxfp4Block) sm90_rsws_gemm<NT, GEMM1, kCw, true><<<grid, kThreads, kSmem, stream>>>(p, maps);
+  else sm90_rsws_gemm<NT, GEMM1, kCw, false><<<grid, kThreads, kSmem, stream>>>(p, maps);
 }
 
 // A persistent kernel's grid: one CTA per SM (what its shared memory allows), at most one per

@@ -224,6 +224,23 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint32_t bar, uint32_t pari
 __device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+// mbarrier.expect_tx: the current phase also waits for `bytes` more bytes of bulk copies
+// (complete_tx). One thread's expect_tx before its own arrival keeps the phase open for them.
+__device__ __forceinline__ void mbarrier_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// TMA: the box of a 4-d tensor map (a __grid_constant__ kernel parameter's address) at element
+// coordinates {c0, c1, c2, c3} -> shared memory at smem (16-byte aligned), complete_tx of the
+// box's bytes on `bar` (elements out of bounds arrive as zeros and count). The waiters of the
+// phase then see the data. Issued by one thread: the operands live in uniform registers.
+__device__ __forceinline__ void tma_load_4d(uint32_t smem, const void* map, int c0, int c1, int c2, int c3,
+                                            uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(smem),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
 // bar.sync id, count: a barrier among `count` threads (whole warps) that use the same id;
 // id 0 is __syncthreads'. Orders the participants' shared memory accesses like __syncthreads.
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {
