@@ -1,12 +1,20 @@
 // Permutation of routed slots into per-expert row ranges (pipeline.hpp), deterministic
-// whatever the scheduling: slots are cut into chunks of kPermuteChunk, one warp walks
-// its chunk 32 slots at a time in slot order, and inside each step __match_any_sync
-// groups lanes by expert so that a lane's rank among its peers is the popcount of the
-// lower peer lanes. No atomics decide an order.
+// whatever the scheduling. A slot's position is its expert's first row, plus the slots of
+// that expert in earlier chunks (count + scan), in earlier warps of its chunk (the chunk's
+// per-warp counters) and in its warp's earlier steps and lower lanes (the walk: one warp
+// walks its slots 32 at a time in slot order, and inside each step __match_any_sync groups
+// lanes by expert, so that a lane's rank among its peers is the popcount of the lower peer
+// lanes). Counts are shared-memory integer atomics; no atomic decides an order.
 //
-//   one chunk (T*k <= 1024, decode):  permute_fused          1 launch
-//   otherwise:                        count -> scan -> place  3 launches
+//   up to kPermuteFusedSlots slots:  permute_fused          1 launch, one warp
+//   otherwise:                       count -> scan -> place  3 launches, one CTA per chunk
+//
+// H200, kimi-k2 (ncu, µs, count + scan + place): T = 128 3.1 + 3.9 + 6.1, T = 512 3.4 + 3.9 +
+// 5.9, T = 16384 3.6 + 19.7 + 6.9; fused 7.5 at T = 16. One warp per 1024-slot chunk took 37.7
+// (fused) at T = 128, 26.3 + 4.1 + 29.4 at T = 512 and 26.7 + 19.3 + 30.5 at T = 16384: each
+// 32-slot step of a walk cost ~0.8 µs (dependent loads, the match, a 64-bit division).
 #include <algorithm>
+#include <climits>
 
 #include "cuda/common/check.hpp"
 #include "cuda/pipeline.hpp"
@@ -16,13 +24,12 @@ namespace {
 
 constexpr unsigned kFull = 0xFFFFFFFFu;
 constexpr int64_t kMaxLocal = 12000;  // scan's int[L] + int[32] stay under 48 KiB
+constexpr int kCountThreads = 256;
+constexpr int kPlaceGroup = 4;  // steps of 32 slots whose loads permute_place issues together
 
-// The local expert of slot s, or -1. Ids outside [-1, E) are never used as an index.
-__device__ __forceinline__ int local_expert(const int32_t* __restrict__ ids,
-                                            const int32_t* __restrict__ map, int64_t E,
-                                            int64_t num_local, int64_t s, uint32_t* status,
-                                            bool report) {
-  const int32_t id = ids[s];
+// The local expert of topk id `id`, or -1. Ids outside [-1, E) are never used as an index.
+__device__ __forceinline__ int local_of(int32_t id, const int32_t* __restrict__ map, int64_t E, int64_t num_local,
+                                        uint32_t* status, bool report) {
   if (id == -1) return -1;
   if (id < -1 || id >= E) {
     if (report) atomicOr(status, kStatusBadId);
@@ -36,35 +43,57 @@ __device__ __forceinline__ unsigned lanemask_lt() {
   return (1u << (threadIdx.x & 31)) - 1u;
 }
 
-// One warp: hist[e] += number of slots of expert e in [s0, s1). hist in shared memory.
-__device__ void warp_count(const PermuteArgs& a, int64_t s0, int64_t s1, int* hist, bool report) {
+// One warp's local experts of kG steps of 32 slots from base (-1 at or past s1): the ids
+// first, then their map entries, so that the loads of a group are in flight together.
+template <int kG>
+__device__ __forceinline__ void load_locals(const PermuteArgs& a, int64_t base, int64_t s1, int (&le)[kG],
+                                            bool report) {
   const int lane = threadIdx.x & 31;
-  for (int64_t base = s0; base < s1; base += 32) {
-    const int64_t s = base + lane;
-    const int le = s < s1 ? local_expert(a.topk_ids, a.expert_map, a.E, a.num_local, s, a.status, report) : -1;
-    const unsigned peers = __match_any_sync(kFull, le);
-    if (le >= 0 && (lanemask_lt() & peers) == 0) hist[le] += __popc(peers);
-    __syncwarp();
+  int32_t id[kG];
+#pragma unroll
+  for (int g = 0; g < kG; ++g) {
+    const int64_t s = base + 32 * g + lane;
+    id[g] = s < s1 ? a.topk_ids[s] : -1;
+  }
+#pragma unroll
+  for (int g = 0; g < kG; ++g) le[g] = local_of(id[g], a.expert_map, a.E, a.num_local, a.status, report);
+}
+
+// One warp: hist[e] += number of slots of expert e in [s0, s1). hist in shared memory.
+template <int kG>
+__device__ void warp_count(const PermuteArgs& a, int64_t s0, int64_t s1, int* hist, bool report) {
+  for (int64_t base = s0; base < s1; base += 32 * kG) {
+    int le[kG];
+    load_locals<kG>(a, base, s1, le, report);
+#pragma unroll
+    for (int g = 0; g < kG; ++g)
+      if (le[g] >= 0) atomicAdd(&hist[le[g]], 1);
   }
 }
 
 // One warp: place the slots of [s0, s1) at next[e], next[e]+1, ... in slot order.
+template <int kG>
 __device__ void warp_place(const PermuteArgs& a, int64_t s0, int64_t s1, int* next) {
   const int lane = threadIdx.x & 31;
-  for (int64_t base = s0; base < s1; base += 32) {
-    const int64_t s = base + lane;
-    const int le = s < s1 ? local_expert(a.topk_ids, a.expert_map, a.E, a.num_local, s, a.status, false) : -1;
-    const unsigned peers = __match_any_sync(kFull, le);
-    const unsigned below = peers & lanemask_lt();
-    int pos = -1;
-    if (le >= 0) {
-      pos = next[le] + __popc(below);
-      a.row_token[pos] = int32_t(s / a.k);
+  const uint32_t k = uint32_t(a.k);  // T * k < 2^31 (permute checks it)
+  for (int64_t base = s0; base < s1; base += 32 * kG) {
+    int le[kG];
+    load_locals<kG>(a, base, s1, le, false);
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+      const int64_t s = base + 32 * g + lane;
+      const unsigned peers = __match_any_sync(kFull, le[g]);
+      const unsigned below = peers & lanemask_lt();
+      int pos = -1;
+      if (le[g] >= 0) {
+        pos = next[le[g]] + __popc(below);
+        a.row_token[pos] = int32_t(uint32_t(s) / k);
+      }
+      if (s < s1) a.slot_row[s] = pos;
+      __syncwarp();  // every lane has read next[le] before the leader moves it
+      if (le[g] >= 0 && below == 0) next[le[g]] += __popc(peers);
+      __syncwarp();
     }
-    if (s < s1) a.slot_row[s] = pos;
-    __syncwarp();  // every lane has read next[le] before the leader moves it
-    if (le >= 0 && below == 0) next[le] += __popc(peers);
-    __syncwarp();
   }
 }
 
@@ -79,14 +108,15 @@ __device__ __forceinline__ int warp_exclusive_scan(int v) {
   return x - v;
 }
 
-// T*k <= kPermuteChunk: one warp counts, scans and places. shared: int[num_local].
+// At most kPermuteFusedSlots slots: one warp counts, scans and places. shared: int[num_local].
 __global__ void permute_fused(PermuteArgs a) {
   extern __shared__ int hist[];
   const int lane = threadIdx.x;
   const int64_t L = a.num_local, N = a.T * a.k;
   for (int64_t e = lane; e < L; e += 32) hist[e] = 0;
   __syncwarp();
-  warp_count(a, 0, N, hist, true);
+  warp_count<1>(a, 0, N, hist, true);
+  __syncwarp();
   // each lane scans a contiguous segment of experts
   const int64_t seg = (L + 31) / 32;
   const int64_t e0 = std::min<int64_t>(L, lane * seg), e1 = std::min<int64_t>(L, e0 + seg);
@@ -101,36 +131,60 @@ __global__ void permute_fused(PermuteArgs a) {
     run += c;
   }
   __syncwarp();
-  warp_place(a, 0, N, hist);
+  warp_place<1>(a, 0, N, hist);
 }
 
-// General path, kernel 1: scratch[c * L + e] = slots of expert e in chunk c.
-// One warp per chunk; shared: int[warps][num_local].
-__global__ void permute_count(PermuteArgs a, int64_t chunks) {
-  extern __shared__ int smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int64_t c = int64_t(blockIdx.x) * (blockDim.x / 32) + warp;
-  if (c >= chunks) return;  // whole warps leave together; no block barrier below
-  const int64_t L = a.num_local, N = a.T * a.k;
-  int* hist = smem + warp * L;
-  for (int64_t e = lane; e < L; e += 32) hist[e] = 0;
-  __syncwarp();
-  warp_count(a, c * kPermuteChunk, std::min<int64_t>(N, (c + 1) * kPermuteChunk), hist, true);
-  for (int64_t e = lane; e < L; e += 32) a.scratch[c * L + e] = hist[e];
+// General path, kernel 1 (one CTA per chunk of chunk_slots slots): scratch[c * L + e] =
+// slots of expert e in chunk c. Each thread loads kU slots' ids, then their map entries,
+// before counting them. shared: int[num_local].
+__global__ void __launch_bounds__(kCountThreads) permute_count(PermuteArgs a, int64_t chunks, int64_t chunk_slots) {
+  extern __shared__ int hist[];
+  constexpr int kU = 4;
+  const int64_t L = a.num_local, N = a.T * a.k, c = blockIdx.x;
+  for (int64_t e = threadIdx.x; e < L; e += blockDim.x) hist[e] = 0;
+  __syncthreads();
+  const int64_t s1 = std::min<int64_t>(N, (c + 1) * chunk_slots);
+  for (int64_t base = c * chunk_slots + threadIdx.x; base < s1; base += kU * int64_t(blockDim.x)) {
+    int32_t id[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t s = base + u * int64_t(blockDim.x);
+      id[u] = s < s1 ? a.topk_ids[s] : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int le = local_of(id[u], a.expert_map, a.E, L, a.status, true);
+      if (le >= 0) atomicAdd(&hist[le], 1);
+    }
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < L; e += blockDim.x) a.scratch[c * L + e] = hist[e];
 }
 
-// General path, kernel 2 (one block of 1024): totals per expert, their exclusive scan
-// -> begin/count, and scratch[c * L + e] rewritten to the first position of expert e's
-// slots of chunk c. shared: int[num_local] + int[32].
-__global__ void permute_scan(PermuteArgs a, int64_t chunks) {
+// General path, kernel 2 (one CTA of 1024): totals per expert, their exclusive scan ->
+// begin/count, and scratch[c * L + e] rewritten to the first position of expert e's slots
+// of chunk c. A thread walks one expert's chunks, loading kU at a time (coalesced over the
+// experts) before using them. H200, kimi-k2: 3.6 µs at T = 128. A warp per expert, one expert
+// after another, took 13-23 µs (one load latency per expert), and with scratch laid out per
+// expert, a thread per expert took 99 µs at 128 chunks (a cache line per load).
+// shared: int[num_local] + int[32].
+__global__ void __launch_bounds__(1024) permute_scan(PermuteArgs a, int64_t chunks) {
   extern __shared__ int smem[];
+  constexpr int kU = 8;
   const int64_t L = a.num_local;
   int* start = smem;         // (L) total, then begin, per expert
   int* warp_sum = smem + L;  // (32)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
   for (int64_t e = tid; e < L; e += blockDim.x) {
+    const int32_t* col = a.scratch + e;  // chunk c at col[c * L]
     int tot = 0;
-    for (int64_t c = 0; c < chunks; ++c) tot += a.scratch[c * L + e];
+    for (int64_t c0 = 0; c0 < chunks; c0 += kU) {
+      int v[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) v[u] = c0 + u < chunks ? col[(c0 + u) * L] : 0;
+#pragma unroll
+      for (int u = 0; u < kU; ++u) tot += v[u];
+    }
     start[e] = tot;
   }
   __syncthreads();
@@ -158,26 +212,45 @@ __global__ void permute_scan(PermuteArgs a, int64_t chunks) {
   }
   __syncthreads();
   for (int64_t e = tid; e < L; e += blockDim.x) {
-    int pos = start[e];
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int v = a.scratch[c * L + e];
-      a.scratch[c * L + e] = pos;
-      pos += v;
+    int32_t* col = a.scratch + e;
+    int next = start[e];
+    for (int64_t c0 = 0; c0 < chunks; c0 += kU) {
+      int v[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) v[u] = c0 + u < chunks ? col[(c0 + u) * L] : 0;
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        if (c0 + u < chunks) col[(c0 + u) * L] = next;
+        next += v[u];
+      }
     }
   }
 }
 
-// General path, kernel 3: one warp per chunk places its slots from scratch's offsets.
-__global__ void permute_place(PermuteArgs a, int64_t chunks) {
+// General path, kernel 3 (one CTA of permute_warps warps per chunk): each warp counts its
+// warp_slots slots, the warps' counters become their first positions (chunk's first position
+// from scratch, then the earlier warps' counts), and each warp places its slots. shared:
+// int[warps][num_local].
+__global__ void permute_place(PermuteArgs a, int64_t chunks, int64_t warp_slots) {
   extern __shared__ int smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int64_t c = int64_t(blockIdx.x) * (blockDim.x / 32) + warp;
-  if (c >= chunks) return;
-  const int64_t L = a.num_local, N = a.T * a.k;
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int64_t L = a.num_local, N = a.T * a.k, c = blockIdx.x;
   int* next = smem + warp * L;
-  for (int64_t e = lane; e < L; e += 32) next[e] = a.scratch[c * L + e];
+  for (int64_t e = lane; e < L; e += 32) next[e] = 0;
   __syncwarp();
-  warp_place(a, c * kPermuteChunk, std::min<int64_t>(N, (c + 1) * kPermuteChunk), next);
+  const int64_t s0 = (c * warps + warp) * warp_slots, s1 = std::min<int64_t>(N, s0 + warp_slots);
+  warp_count<kPlaceGroup>(a, s0, s1, next, false);
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < L; e += blockDim.x) {
+    int run = a.scratch[c * L + e];
+    for (int w = 0; w < warps; ++w) {
+      const int n = smem[w * L + e];
+      smem[w * L + e] = run;
+      run += n;
+    }
+  }
+  __syncthreads();
+  warp_place<kPlaceGroup>(a, s0, s1, next);
 }
 
 __global__ void batched_rows_kernel(const int32_t* __restrict__ num_tokens, int64_t L, int64_t M,
@@ -206,21 +279,20 @@ void permute(const PermuteArgs& a, cudaStream_t stream) {
     detail::fail(ErrorKind::unsupported, "permute: num_local_experts: got " + std::to_string(L) +
                                              ", need <= " + std::to_string(kMaxLocal) +
                                              " (one int per expert in 48 KiB of shared memory)");
-  const int64_t chunks = permute_chunks(N);
-  if (chunks == 1) {
+  if (N > INT_MAX)
+    detail::fail(ErrorKind::unsupported, "permute: tokens * top_k: got " + std::to_string(N) + ", need <= " +
+                                             std::to_string(INT_MAX) + " (int32 row positions)");
+  if (N <= kPermuteFusedSlots) {
     permute_fused<<<1, 32, hist_bytes, stream>>>(a);
     FP4MOE_CUDA_CHECK_LAUNCH();
     return;
   }
-  // warps per block: as many as fit 32 KiB of histograms, at most 4
-  const int wpb = int(std::clamp<int64_t>(int64_t(32 * 1024) / int64_t(hist_bytes), 1, 4));
-  const unsigned blocks = unsigned((chunks + wpb - 1) / wpb);
-  permute_count<<<blocks, 32 * wpb, hist_bytes * wpb, stream>>>(a, chunks);
+  const int64_t chunks = permute_chunks(N, L), warps = permute_warps(L), warp_slots = permute_warp_slots(N, L);
+  permute_count<<<unsigned(chunks), kCountThreads, hist_bytes, stream>>>(a, chunks, warps * warp_slots);
   FP4MOE_CUDA_CHECK_LAUNCH();
-  const size_t scan_bytes = hist_bytes + 32 * sizeof(int);
-  permute_scan<<<1, 1024, scan_bytes, stream>>>(a, chunks);
+  permute_scan<<<1, 1024, hist_bytes + 32 * sizeof(int), stream>>>(a, chunks);
   FP4MOE_CUDA_CHECK_LAUNCH();
-  permute_place<<<blocks, 32 * wpb, hist_bytes * wpb, stream>>>(a, chunks);
+  permute_place<<<unsigned(chunks), unsigned(32 * warps), hist_bytes * size_t(warps), stream>>>(a, chunks, warp_slots);
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend.hpp"
@@ -43,10 +44,28 @@ void route(const RouteArgs& args);
 //   slot_row[s]         (T*k) int32: the position of slot s, or -1 (combine's map).
 // scratch: permute_scratch_ints(T*k, E_local) int32.
 // ---------------------------------------------------------------------------
-inline constexpr int64_t kPermuteChunk = 1024;  // slots per warp; one chunk = one launch
-inline int64_t permute_chunks(int64_t slots) { return (slots + kPermuteChunk - 1) / kPermuteChunk; }
+// The work split (permute.cu): up to kPermuteFusedSlots slots, one warp does everything in one
+// launch. Otherwise the slots are cut into chunks, one CTA each, of permute_warps warps that
+// each walk permute_warp_slots consecutive slots; there are at most kPermuteMaxChunks chunks,
+// so the scan's walk over one expert's chunks stays short.
+inline constexpr int64_t kPermuteFusedSlots = 256;
+inline constexpr int64_t kPermuteMaxChunks = 128;
+inline constexpr int64_t kPermuteMinWarpSlots = 128;
+// Warps per chunk: as many as 32 KiB of per-warp counters (one int per local expert) hold, 1-8.
+inline int64_t permute_warps(int64_t num_local) {
+  return std::clamp<int64_t>(32 * 1024 / (4 * std::max<int64_t>(num_local, 1)), 1, 8);
+}
+inline int64_t permute_warp_slots(int64_t slots, int64_t num_local) {
+  const int64_t per_chunk = (slots + kPermuteMaxChunks - 1) / kPermuteMaxChunks;
+  const int64_t w = permute_warps(num_local);
+  return std::max(kPermuteMinWarpSlots, ((per_chunk + w - 1) / w + 31) / 32 * 32);
+}
+inline int64_t permute_chunks(int64_t slots, int64_t num_local) {
+  const int64_t chunk = permute_warps(num_local) * permute_warp_slots(slots, num_local);
+  return (slots + chunk - 1) / chunk;
+}
 inline int64_t permute_scratch_ints(int64_t slots, int64_t num_local) {
-  return permute_chunks(slots) * num_local;
+  return slots > kPermuteFusedSlots ? permute_chunks(slots, num_local) * num_local : 0;
 }
 
 struct PermuteArgs {

@@ -199,8 +199,11 @@ TEST(CudaPermute, MatchesOracleBitExact) {
   std::mt19937_64 rng(seed);
   enum Kind { uniform, with_minus_one, non_local, one_expert, bad_ids };
   const char* kind_name[] = {"uniform", "with_minus_one", "non_local", "one_expert", "bad_ids"};
-  for (int64_t T : {int64_t(1), int64_t(7), int64_t(300), int64_t(16384)}) {
-    for (int64_t E : {int64_t(64), int64_t(384)}) {
+  // T*k: one fused warp (8, 56, 256 slots); chunks of 1 (3000 experts: 2, 12000: 1) to 8
+  // warps, one partial chunk (264, 2400) to 128 chunks (131072).
+  for (int64_t T : {int64_t(1), int64_t(7), int64_t(32), int64_t(33), int64_t(300), int64_t(16384)}) {
+    for (int64_t E : {int64_t(64), int64_t(384), int64_t(3000), int64_t(12000)}) {
+      if (E > 384 && T == 16384) continue;  // the oracle walks E x T*k
       for (int kind = uniform; kind <= bad_ids; ++kind) {
         const int64_t k = 8;
         SCOPED_TRACE("T=" + std::to_string(T) + " E=" + std::to_string(E) + " " + kind_name[kind]);
@@ -261,6 +264,49 @@ TEST(CudaPermute, MatchesOracleBitExact) {
       }
     }
   }
+}
+
+// The work split of the chunked path (host arithmetic, no GPU): every slot in exactly one
+// warp's range, at most kPermuteMaxChunks chunks, the per-warp counters within 48 KiB, the
+// scratch one int per (chunk, expert), none when one warp does it all.
+TEST(CudaPermute, WorkSplitCoversEverySlot) {
+  for (int64_t L : {int64_t(1), int64_t(64), int64_t(384), int64_t(1025), int64_t(3000), int64_t(12000)}) {
+    for (int64_t N : {int64_t(1), int64_t(256), int64_t(257), int64_t(1024), int64_t(1025), int64_t(131072),
+                      int64_t(131073), int64_t(1) << 24}) {
+      SCOPED_TRACE("L=" + std::to_string(L) + " N=" + std::to_string(N));
+      const int64_t w = cuda::permute_warps(L), ws = cuda::permute_warp_slots(N, L), c = cuda::permute_chunks(N, L);
+      EXPECT_GE(w, 1);
+      EXPECT_LE(w, 8);
+      EXPECT_LE(w * L * 4, 48 * 1024);
+      EXPECT_EQ(ws % 32, 0);
+      EXPECT_GE(ws, cuda::kPermuteMinWarpSlots);
+      EXPECT_LE(c, cuda::kPermuteMaxChunks);
+      EXPECT_GE(c * w * ws, N);        // the last warp's range ends at or past N
+      EXPECT_LT((c - 1) * w * ws, N);  // and no chunk starts past it
+      EXPECT_EQ(cuda::permute_scratch_ints(N, L), N > cuda::kPermuteFusedSlots ? c * L : 0);
+    }
+  }
+}
+
+// Row positions are int32: a row space past it, or more local experts than the counters
+// hold, is refused with a message naming the argument, before any pointer is touched.
+TEST(CudaPermute, RefusesWhatItCannotIndex) {
+  auto message = [](int64_t T, int64_t k, int64_t L) -> std::string {
+    cuda::PermuteArgs a;
+    a.T = T;
+    a.k = k;
+    a.E = L;
+    a.num_local = L;
+    try {
+      cuda::permute(a, nullptr);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::unsupported);
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(message(int64_t(1) << 28, 8, 64).find("tokens * top_k: got 2147483648"), std::string::npos);
+  EXPECT_NE(message(16, 8, 12001).find("num_local_experts: got 12001"), std::string::npos);
 }
 
 TEST(CudaPermute, BatchedCountsClampedAndFlagged) {
