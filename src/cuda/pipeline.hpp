@@ -42,7 +42,8 @@ void route(const RouteArgs& args);
 //   row_token[pos]      (T*k) int32: the token of the slot at pos (gemm1's A gather);
 //                        positions >= sum(count) are not written;
 //   slot_row[s]         (T*k) int32: the position of slot s, or -1 (combine's map).
-// scratch: permute_scratch_ints(T*k, E_local) int32.
+// scratch: permute_scratch_ints(T*k, E_local) int32, [chunk][local expert] (none up to
+// kPermuteFusedSlots slots).
 // ---------------------------------------------------------------------------
 // The work split (permute.cu): up to kPermuteFusedSlots slots, one warp does everything in one
 // launch. Otherwise the slots are cut into chunks, one CTA each, of permute_warps warps that
