@@ -247,11 +247,11 @@ int copies_needed(double touched_bytes, size_t l2_bytes) {
 }
 
 // Distinct experts of each set's routing of its first T tokens, on the host (the same
-// routing method as the layer's; used only to size the weight copies before preparing).
-double min_touched_on_host(const LayerDesc& d, const std::vector<ActSet>& act, const std::vector<float>& bias,
-                           int64_t T) {
+// routing method as the layer's): one count per set.
+std::vector<double> touched_on_host(const LayerDesc& d, const std::vector<ActSet>& act, const std::vector<float>& bias,
+                                    int64_t T) {
   const int64_t E = d.num_experts, k = d.top_k;
-  double least = double(E);
+  std::vector<double> counts;
   std::vector<float> w(size_t(T * k));
   std::vector<int32_t> ids(size_t(T * k));
   for (const ActSet& a : act) {
@@ -264,10 +264,20 @@ double min_touched_on_host(const LayerDesc& d, const std::vector<ActSet>& act, c
     r.top_k = k;
     r.routing = d.routing;
     route(r);
-    least = std::min(least, double(std::set<int32_t>(ids.begin(), ids.end()).size()));
+    counts.push_back(double(std::set<int32_t>(ids.begin(), ids.end()).size()));
   }
-  return least;
+  return counts;
 }
+
+// Distinct experts that T tokens touch when each picks k of E uniformly: E (1 - (1 - k/E)^T).
+double touched_if_uniform(int64_t E, int64_t k, int64_t T) {
+  return double(E) * (1.0 - std::pow(1.0 - double(k) / double(E), double(T)));
+}
+
+// The sigmoid_grouped presets' correction bias: zero. A trained bias balances the experts'
+// load, which is what uniform routing stands for; a random one (+-0.05, used until the twelfth
+// run) concentrated kimi-k2 T = 128 on 311 experts instead of 358.
+std::vector<float> correction_bias(const LayerDesc& d) { return std::vector<float>(size_t(d.num_experts), 0.0f); }
 
 double rel_l2_bf16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& ref) {
   double num = 0, den = 0;
@@ -304,6 +314,32 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   const int64_t Tmin = *std::min_element(tokens.begin(), tokens.end());
   const bool biases = preset->has_bias;
   const std::string quant_label = desc.act_quant == ActQuant::nvfp4 ? "W4A4" : "W4A16";
+
+  if (o.routing_only) {
+    // The routing's spread, without weights or timing: per token count, the distinct experts
+    // each set's tokens touch (routed on the host) against uniform routing's expectation.
+    std::vector<ActSet> act;
+    for (int s = 0; s < o.sets; ++s) act.push_back(make_act_set(desc, Tmax, o.seed, s, o.skew));
+    const std::vector<float> bias = correction_bias(desc);
+    std::printf("\n== %s: E=%lld k=%lld, %s routing%s, %d sets: experts touched\n", preset->name, (long long)E,
+                (long long)k, to_string(desc.routing.method), o.skew ? " (--skew)" : "", o.sets);
+    std::printf("  tokens      mean       min       max   uniform\n");
+    json rows = json::array();
+    for (int64_t T : tokens) {
+      const std::vector<double> c = touched_on_host(desc, act, bias, T);
+      double mean = 0;
+      for (double x : c) mean += x / double(c.size());
+      const double lo = *std::min_element(c.begin(), c.end()), hi = *std::max_element(c.begin(), c.end());
+      const double uni = touched_if_uniform(E, k, T);
+      std::printf("%8lld %9.1f %9.0f %9.0f %9.1f\n", (long long)T, mean, lo, hi, uni);
+      rows.push_back({{"tokens", T},
+                      {"experts_touched", mean},
+                      {"experts_touched_per_set", c},
+                      {"experts_touched_uniform", uni}});
+    }
+    return json{{"preset", preset->name}, {"model", preset->model}, {"desc", desc_json(desc)}, {"quant", spec.quant},
+                {"routing_only", true}, {"sets", o.sets}, {"skew", o.skew}, {"seed", o.seed}, {"rows", rows}};
+  }
 
   // ---- backend and memory --------------------------------------------------
   const Selection sel = select_backend(desc, o.backend);
@@ -375,11 +411,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
       th.emplace_back([&, s] { act[size_t(s)] = make_act_set(desc, Tmax, o.seed, s, o.skew); });
     for (auto& t : th) t.join();
   }
-  std::vector<float> corr_bias(size_t(E), 0.0f);
-  {
-    Rng rb(stream_seed(o.seed, kActStream - 1000, 0));
-    for (auto& b : corr_bias) b = 0.1f * (rb.uniform() - 0.5f);
-  }
+  const std::vector<float> corr_bias = correction_bias(desc);
 
   SynthOptions so;
   so.biases = biases;
@@ -404,7 +436,8 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   // The fewest experts any set touches at the smallest token count decides how many
   // copies keep every replay reading bytes that are not in L2.
   const size_t l2 = on_cuda ? machine->gpu.l2_bytes : 0;
-  const double least_touched = min_touched_on_host(desc, act, corr_bias, Tmin);
+  const std::vector<double> set_touched = touched_on_host(desc, act, corr_bias, Tmin);
+  const double least_touched = *std::min_element(set_touched.begin(), set_touched.end());
   int want_copies = o.copies > 0 ? o.copies : copies_needed(least_touched * double(per_expert), l2);
   if (!on_cuda) want_copies = 1;
   std::vector<Layer> layers;
@@ -692,6 +725,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
              {"route_us_median", rus},
              {"route_us", route_us},
              {"experts_touched", touched},
+             {"experts_touched_uniform", touched_if_uniform(E, k, T)},
              {"weight_copies_rotated", n_copies},
              {"bytes", bytes},
              {"flops", flops},

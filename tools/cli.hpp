@@ -30,6 +30,7 @@ struct BenchOptions {
   bool baseline = true;               // time the bf16 cuBLAS baseline (GPU only)
   bool ceilings = true;               // measure the copy and GEMM ceilings (GPU only; off: no floor)
   int copies = 0;                     // weight copies rotated; 0: enough to exceed 4 x L2
+  bool routing_only = false;          // the routing's experts touched per token count, then stop
 };
 // 0 ok (or skipped for lack of memory), 1 check failed, 2 error.
 int run_bench(const BenchOptions& options);

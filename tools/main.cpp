@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
                   "skip measuring the copy and GEMM ceilings (no floor; for profilers, which would see their kernels)");
   bench->add_option("--copies", b.copies, "weight copies rotated (default: enough that touched x copies >= 4 x L2)")
       ->check(CLI::Range(1, 64));
+  bench->add_flag("--routing-only", b.routing_only,
+                  "print the experts each set's routing touches per token count against uniform routing's "
+                  "expectation, and stop (no weights, no timing)");
   bench->add_option("--json", b.json_path, "write the results as JSON to this file");
   bench->add_option("--seed", b.seed, "seed of the synthetic weights and inputs")->capture_default_str();
 
