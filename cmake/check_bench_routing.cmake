@@ -22,9 +22,9 @@ foreach(r RANGE ${last_run})
     string(JSON T GET "${doc}" runs ${r} rows ${i} tokens)
     string(JSON got GET "${doc}" runs ${r} rows ${i} experts_touched)
     string(JSON want GET "${doc}" runs ${r} rows ${i} experts_touched_uniform)
-    # Integer math: compare 1000 x the values, truncated.
-    string(REGEX REPLACE "^([0-9]+)(\\.([0-9]*))?.*$" "\\1" gi "${got}")
-    string(REGEX REPLACE "^([0-9]+)(\\.([0-9]*))?.*$" "\\1" wi "${want}")
+    # CMake's math is integer: compare the values' integer parts.
+    string(REGEX REPLACE "^([0-9]+).*$" "\\1" gi "${got}")
+    string(REGEX REPLACE "^([0-9]+).*$" "\\1" wi "${want}")
     math(EXPR lo "${wi} * 96 / 100")
     math(EXPR hi "(${wi} + 1) * 104 / 100 + 1")
     if(gi LESS lo OR gi GREATER hi)
