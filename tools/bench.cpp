@@ -586,6 +586,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
     // Replay v reads set v % sets with weight copy v % n, n the copies this T needs: the
     // same weight bytes come back only every n replays, after >= kL2Multiple L2s of others.
     std::vector<double> fwd_us, route_us, base_us;
+    GraphNodeTimes node_times;
     int n_copies = 1, n_base_copies = 0;
     double base_rel = NAN;
     if (dev == DeviceType::cuda) {
@@ -596,7 +597,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
         ForwardArgs a = sb[size_t(v % sets)].fwd;
         a.stream = stream;
         layers[size_t(v % n_copies)].forward(a);
-      }, warmup, iters, &note);
+      }, warmup, iters, &note, o.nodes ? &node_times : nullptr);
       if (!note.empty()) timing_note = "forward: " + note;
       note.clear();
       route_us = time_cuda(dev_id, sets, [&](int v, void* stream) {
@@ -713,6 +714,16 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
     }
     std::printf("%8lld %11.1f %9.1f %8.1f %7.3f %8.1f %10s %6s %11s %8s  %s\n", (long long)T, us, rus, touched, tbs,
                 tflops, floor_s, frac_s, base_s, speed_s, check_s);
+    if (o.nodes && dev == DeviceType::cuda) {
+      if (node_times.note.empty()) {
+        std::printf("%8s graph nodes in place, median µs of %d replays run one at a time (%.1f first to last "
+                    "event):\n", "", iters, node_times.total_us);
+        for (size_t j = 0; j < node_times.names.size(); ++j)
+          std::printf("%8s   %10.1f  %s\n", "", node_times.us[j], node_times.names[j].c_str());
+      } else {
+        std::printf("%8s graph nodes: not timed (%s)\n", "", node_times.note.c_str());
+      }
+    }
     if (!base_agrees)
       std::printf("%8s warning: bf16 baseline output differs from fp4moe's by rel L2 %.2e (> %.2g): its time "
                   "is suspect\n", "", base_rel, agree_tol);
@@ -742,6 +753,14 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
              {"baseline_rel_l2_vs_fp4moe", num_or_null(base_ok, base_rel)},
              {"baseline_agrees", base_agrees},
              {"speedup_vs_baseline", num_or_null(base_ok, bus / us)}};
+    if (o.nodes && dev == DeviceType::cuda) {
+      json list = json::array();
+      for (size_t j = 0; j < node_times.names.size(); ++j)
+        list.push_back({{"name", node_times.names[j]}, {"us_median", node_times.us[j]}});
+      row["graph_nodes"] = {{"nodes", list},
+                            {"total_us_median", num_or_null(node_times.note.empty(), node_times.total_us)},
+                            {"note", node_times.note}};
+    }
     if (cr.ran)
       row["check"] = {{"pass", cr.pass}, {"rel_l2", num_or_null(true, cr.rel_err)}, {"tolerance", cr.tol},
                       {"tokens", cr.tokens}, {"reference_rms", cr.ref_rms}};

@@ -31,6 +31,7 @@ struct BenchOptions {
   bool ceilings = true;               // measure the copy and GEMM ceilings (GPU only; off: no floor)
   int copies = 0;                     // weight copies rotated; 0: enough to exceed 4 x L2
   bool routing_only = false;          // the routing's experts touched per token count, then stop
+  bool nodes = false;                 // also time each node of the forward's CUDA graph in place
 };
 // 0 ok (or skipped for lack of memory), 1 check failed, 2 error.
 int run_bench(const BenchOptions& options);

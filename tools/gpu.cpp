@@ -6,7 +6,11 @@
 
 #if defined(FP4MOE_WITH_CUDA)
 #include <cuda_runtime.h>
+#include <cxxabi.h>
 #include <dlfcn.h>
+
+#include <cstdlib>
+#include <map>
 #endif
 
 namespace fp4moe::cli {
@@ -201,13 +205,125 @@ GpuInfo cuda_gpu_info(int device) {
   return g;
 }
 
+std::string short_kernel_name(const std::string& demangled) {
+  std::string s = demangled;
+  // Anonymous-namespace qualifiers hold parentheses and say nothing here.
+  for (const std::string noise : {"(anonymous namespace)::", "{anonymous}::"})
+    for (size_t at; (at = s.find(noise)) != std::string::npos;) s.erase(at, noise.size());
+  // Cut at the parameter list: the first '(' outside template arguments.
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '<') ++depth;
+    else if (s[i] == '>') --depth;
+    else if (s[i] == '(' && depth == 0 && i > 0) {
+      s.resize(i);
+      break;
+    }
+  }
+  // Drop the scopes and a template's return type: after the last top-level "::" or space.
+  depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '<') ++depth;
+    else if (s[i] == '>') --depth;
+    else if (depth == 0 && s[i] == ' ') start = i + 1;
+    else if (depth == 0 && s[i] == ':' && i + 1 < s.size() && s[i + 1] == ':') start = i + 2;
+  }
+  return s.substr(start);
+}
+
+#if defined(FP4MOE_WITH_CUDA)
+namespace {
+
+// A node's name for GraphNodeTimes.
+std::string node_name(cudaGraphNode_t node) {
+  cudaGraphNodeType type{};
+  if (cudaGraphNodeGetType(node, &type) != cudaSuccess) return "node";
+  switch (type) {
+    case cudaGraphNodeTypeKernel: {
+      cudaKernelNodeParams kp{};
+      const char* mangled = nullptr;
+      if (cudaGraphKernelNodeGetParams(node, &kp) != cudaSuccess || cudaFuncGetName(&mangled, kp.func) != cudaSuccess ||
+          !mangled)
+        return "kernel";
+      int status = 0;
+      char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+      const std::string full = status == 0 && d ? d : mangled;
+      std::free(d);
+      return short_kernel_name(full);
+    }
+    case cudaGraphNodeTypeMemset: return "memset";
+    case cudaGraphNodeTypeMemcpy: return "memcpy";
+    case cudaGraphNodeTypeHost: return "host";
+    case cudaGraphNodeTypeEventRecord: return "event record";
+    case cudaGraphNodeTypeWaitEvent: return "event wait";
+    default: return "node type " + std::to_string(int(type));
+  }
+}
+
+// Puts an event record node before the first node of `graph`'s chain, and after every node
+// (ev[0] ... ev[n], n nodes); returns the chain's node names, or empty with *why.
+std::vector<std::string> instrument_chain(cudaGraph_t graph, std::vector<cudaEvent_t>* ev, std::string* why) {
+  size_t n = 0, m = 0;
+  CLI_CUDA(cudaGraphGetNodes(graph, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  CLI_CUDA(cudaGraphGetNodes(graph, nodes.data(), &n));
+  CLI_CUDA(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &m));
+  std::vector<cudaGraphNode_t> from(m), to(m);
+  std::vector<cudaGraphEdgeData> data(m);
+  CLI_CUDA(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &m));
+  if (n == 0 || m + 1 != n) {
+    *why = "the graph is not one chain (" + std::to_string(n) + " nodes, " + std::to_string(m) + " edges)";
+    return {};
+  }
+  std::map<cudaGraphNode_t, size_t> next;  // node -> its out-edge
+  std::map<cudaGraphNode_t, int> in;
+  for (size_t i = 0; i < m; ++i) {
+    if (next.count(from[i]) || in[to[i]]++ > 0) {
+      *why = "the graph is not one chain (a node with two edges)";
+      return {};
+    }
+    next[from[i]] = i;
+  }
+  cudaGraphNode_t head = nullptr;
+  for (cudaGraphNode_t x : nodes)
+    if (!in.count(x)) head = x;
+  std::vector<cudaGraphNode_t> chain{head};
+  while (chain.size() < n && next.count(chain.back())) chain.push_back(to[next[chain.back()]]);
+  if (!head || chain.size() != n) {
+    *why = "the graph is not one chain";
+    return {};
+  }
+  ev->assign(n + 1, nullptr);
+  for (auto& e : *ev) CLI_CUDA(cudaEventCreate(&e));
+  std::vector<std::string> names;
+  cudaGraphNode_t rec = nullptr;
+  CLI_CUDA(cudaGraphAddEventRecordNode(&rec, graph, nullptr, 0, (*ev)[0]));
+  CLI_CUDA(cudaGraphAddDependencies(graph, &rec, &chain[0], nullptr, 1));
+  for (size_t i = 0; i < n; ++i) {
+    names.push_back(node_name(chain[i]));
+    if (i + 1 < n) {
+      const size_t e = next[chain[i]];
+      CLI_CUDA(cudaGraphRemoveDependencies(graph, &from[e], &to[e], &data[e], 1));
+    }
+    CLI_CUDA(cudaGraphAddEventRecordNode(&rec, graph, &chain[i], 1, (*ev)[i + 1]));
+    if (i + 1 < n) CLI_CUDA(cudaGraphAddDependencies(graph, &rec, &chain[i + 1], nullptr, 1));
+  }
+  return names;
+}
+
+}  // namespace
+#endif
+
 std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
-                              int warmup, int iters, std::string* note) {
+                              int warmup, int iters, std::string* note, GraphNodeTimes* nodes) {
 #if defined(FP4MOE_WITH_CUDA)
   CLI_CUDA(cudaSetDevice(device));
   cudaStream_t stream;
   CLI_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::vector<cudaGraphExec_t> execs(variants, nullptr);
+  std::vector<cudaGraphExec_t> execs(variants, nullptr), node_execs(variants, nullptr);
+  std::vector<std::vector<cudaEvent_t>> node_ev(variants);
+  if (nodes) *nodes = GraphNodeTimes{};
   // Capture one graph per variant; any failure falls back to direct launches.
   bool graphs = true;
   for (int v = 0; v < variants && graphs; ++v) {
@@ -230,6 +346,21 @@ std::vector<double> time_cuda(int device, int variants, const std::function<void
     } else if (cudaGraphInstantiate(&execs[v], graph, 0) != cudaSuccess) {
       graphs = false;
       if (note) *note = "cudaGraphInstantiate failed; timed direct launches";
+    } else if (nodes && nodes->note.empty()) {
+      // The copy whose nodes are timed in place, after the timed runs.
+      cudaGraph_t copy = nullptr;
+      CLI_CUDA(cudaGraphClone(&copy, graph));
+      std::string why;
+      std::vector<cudaEvent_t> ev;
+      const std::vector<std::string> names = instrument_chain(copy, &ev, &why);
+      if (names.empty() || (v > 0 && names != nodes->names)) {
+        nodes->note = names.empty() ? why : "the variants' graphs differ";
+      } else {
+        nodes->names = names;
+        node_ev[size_t(v)] = ev;
+        CLI_CUDA(cudaGraphInstantiate(&node_execs[size_t(v)], copy, 0));
+      }
+      cudaGraphDestroy(copy);
     }
     if (graph) cudaGraphDestroy(graph);
   }
@@ -255,6 +386,33 @@ std::vector<double> time_cuda(int device, int variants, const std::function<void
     us[i] = double(ms) * 1e3;
   }
   for (auto& e : ev) cudaEventDestroy(e);
+  if (nodes && !graphs && nodes->note.empty()) nodes->note = "no CUDA graph";
+  if (nodes && nodes->note.empty()) {
+    // One replay at a time: the events of a graph are read before it runs again.
+    const size_t n = nodes->names.size();
+    std::vector<std::vector<double>> per(n);
+    std::vector<double> total;
+    for (int i = 0; i < iters; ++i) {
+      const int v = i % variants;
+      CLI_CUDA(cudaGraphLaunch(node_execs[size_t(v)], stream));
+      CLI_CUDA(cudaStreamSynchronize(stream));
+      const std::vector<cudaEvent_t>& e = node_ev[size_t(v)];
+      for (size_t j = 0; j < n; ++j) {
+        float ms = 0;
+        CLI_CUDA(cudaEventElapsedTime(&ms, e[j], e[j + 1]));
+        per[j].push_back(double(ms) * 1e3);
+      }
+      float ms = 0;
+      CLI_CUDA(cudaEventElapsedTime(&ms, e[0], e[n]));
+      total.push_back(double(ms) * 1e3);
+    }
+    for (size_t j = 0; j < n; ++j) nodes->us.push_back(median(per[j]));
+    nodes->total_us = median(total);
+  }
+  for (auto& v : node_ev)
+    for (auto& e : v) cudaEventDestroy(e);
+  for (auto& x : node_execs)
+    if (x) cudaGraphExecDestroy(x);
   for (auto& x : execs)
     if (x) cudaGraphExecDestroy(x);
   CLI_CUDA(cudaStreamDestroy(stream));

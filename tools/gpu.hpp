@@ -62,12 +62,30 @@ struct GpuInfo {
 };
 GpuInfo cuda_gpu_info(int device);
 
+// Each node of a captured graph timed in place (time_cuda's `nodes`): a copy of each
+// variant's graph gets an event record node between every two nodes of its chain, and is
+// replayed `iters` times after the timed runs, one replay at a time; per node, its name
+// (the kernel's, shortened; "memset", "memcpy", ...) and the median µs from the event before
+// it to the event after it. Empty, with `note` saying why, when the graph is not one chain or
+// the variants' chains differ.
+struct GraphNodeTimes {
+  std::vector<std::string> names;
+  std::vector<double> us;
+  double total_us = 0;  // median of the instrumented replays, first event to last
+  std::string note;
+};
+
 // Launches `launch(variant, stream)` round-robin over `variants`, `warmup` times then
 // `iters` times, and returns each timed launch in µs. Each variant is captured into a
 // CUDA graph once and replayed, timed with a pair of events; when capture fails (a
 // backend that synchronises inside forward) the launches run directly and *note* says so.
+// With `nodes`, the graphs' nodes are then timed in place as GraphNodeTimes says.
 std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
-                              int warmup, int iters, std::string* note);
+                              int warmup, int iters, std::string* note, GraphNodeTimes* nodes = nullptr);
+
+// "ns::sm90_rsws_gemm<8, true, 4, false>(Params, WeightMaps)" -> "sm90_rsws_gemm<8, true, 4, false>":
+// a demangled kernel name without its scopes and parameter list.
+std::string short_kernel_name(const std::string& demangled);
 
 // Same on the host with std::chrono.
 std::vector<double> time_cpu(int variants, const std::function<void(int)>& run, int warmup, int iters);

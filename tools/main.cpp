@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
   bench->add_flag("--routing-only", b.routing_only,
                   "print the experts each set's routing touches per token count against uniform routing's "
                   "expectation, and stop (no weights, no timing)");
+  bench->add_flag("--nodes", b.nodes,
+                  "also time each node of the forward's CUDA graph in place (events between the nodes, "
+                  "replays one at a time after the timed runs)");
   bench->add_option("--json", b.json_path, "write the results as JSON to this file");
   bench->add_option("--seed", b.seed, "seed of the synthetic weights and inputs")->capture_default_str();
 
