@@ -130,7 +130,28 @@ __global__ void copy16_kernel(const uint4* __restrict__ src, uint4* __restrict__
   for (; i < n16; i += stride) dst[i] = src[i];
 }
 
+__global__ void copy16_streaming_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t n16) {
+  // eight independent 16-byte loads in flight per thread, evict-first in both directions
+  constexpr int kU = 8;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kU - 1) * stride < n16; i += kU * stride) {
+    uint4 v[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) v[u] = __ldcs(src + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) __stcs(dst + i + u * stride, v[u]);
+  }
+  for (; i < n16; i += stride) __stcs(dst + i, __ldcs(src + i));
+}
+
 }  // namespace
+
+cudaError_t copy16_streaming(const void* src, void* dst, size_t n16, int sms, cudaStream_t stream) {
+  copy16_streaming_kernel<<<unsigned(std::max(1, sms) * 4), 512, 0, stream>>>(static_cast<const uint4*>(src),
+                                                                              static_cast<uint4*>(dst), n16);
+  return cudaGetLastError();
+}
 
 cudaError_t copy16(const void* src, void* dst, size_t n16, int sms, cudaStream_t stream) {
   copy16_kernel<<<unsigned(std::max(1, sms) * 4), 512, 0, stream>>>(static_cast<const uint4*>(src),

@@ -17,6 +17,10 @@ cudaError_t fill_random_bf16(uint16_t* p, size_t n, uint64_t seed, cudaStream_t 
 // dst[i] = src[i] for n16 16-byte words, 16-byte loads and stores, grid-stride over every
 // SM: the copy ceiling's second measurement (next to cudaMemcpyAsync; the faster counts).
 cudaError_t copy16(const void* src, void* dst, size_t n16, int sms, cudaStream_t stream);
+// The same with eight 16-byte loads in flight per thread and cache-streaming (evict-first)
+// loads and stores: the third measurement (notes 2026-11-29: copy16 reached 3.90-3.94 TB/s,
+// issue 4 quotes 4.27 for this GPU; the fastest way counts).
+cudaError_t copy16_streaming(const void* src, void* dst, size_t n16, int sms, cudaStream_t stream);
 
 // One expert's FP4 matrix to bf16: data (rows, K/2) two e2m1 per byte, low nibble first;
 // scale (rows, K/block) linear e4m3 (NVFP4, times dq_scale) or e8m0 (MXFP4);

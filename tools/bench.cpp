@@ -195,7 +195,8 @@ void measure_machine(Machine* m, int device, bool ceilings) {
               c.copy_ok ? (std::to_string(c.copy_bytes_per_s / 1e12).substr(0, 5) + " TB/s (" +
                            std::to_string(c.copy_bytes >> 20) + " MiB device-to-device, read + written; " + c.copy_how +
                            ", cudaMemcpyAsync " + std::to_string(c.copy_memcpy_bytes_per_s / 1e12).substr(0, 5) +
-                           ", copy kernel " + std::to_string(c.copy_kernel_bytes_per_s / 1e12).substr(0, 5) + ")")
+                           ", copy kernel " + std::to_string(c.copy_kernel_bytes_per_s / 1e12).substr(0, 5) +
+                           ", streaming " + std::to_string(c.copy_streaming_bytes_per_s / 1e12).substr(0, 5) + ")")
                               .c_str()
                         : "n/a",
               c.gemm_ok ? (std::to_string(c.gemm_flops_per_s / 1e12).substr(0, 6) + " TFLOP/s (" +
@@ -231,6 +232,7 @@ json machine_json(const Machine& m, const std::string& device_name) {
                    {"copy_how", c.copy_how},
                    {"copy_memcpy_bytes_per_s", num_or_null(c.copy_ok, c.copy_memcpy_bytes_per_s)},
                    {"copy_kernel_bytes_per_s", num_or_null(c.copy_ok, c.copy_kernel_bytes_per_s)},
+                   {"copy_streaming_bytes_per_s", num_or_null(c.copy_ok, c.copy_streaming_bytes_per_s)},
                    {"gemm_n", c.gemm_n},
                    {"gemm_us", c.gemm_us},
                    {"gemm_flops_per_s", num_or_null(c.gemm_ok, c.gemm_flops_per_s)},

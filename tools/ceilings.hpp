@@ -17,7 +17,8 @@ struct Ceilings {
   std::vector<double> copy_us;    // each timed copy
   double copy_bytes_per_s = 0;    // 2 * copy_bytes / median time, the faster of the two ways
   double copy_memcpy_bytes_per_s = 0, copy_kernel_bytes_per_s = 0;  // each way
-  std::string copy_how;           // which way was faster
+  double copy_streaming_bytes_per_s = 0;
+  std::string copy_how;           // which way was fastest
 
   int gemm_n = 0;                 // M = N = K
   std::vector<double> gemm_us;
