@@ -589,6 +589,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
     // same weight bytes come back only every n replays, after >= kL2Multiple L2s of others.
     std::vector<double> fwd_us, route_us, base_us;
     GraphNodeTimes node_times;
+    node_times.rest_us = o.rest_us;
     int n_copies = 1, n_base_copies = 0;
     double base_rel = NAN;
     if (dev == DeviceType::cuda) {
@@ -718,8 +719,9 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
                 tflops, floor_s, frac_s, base_s, speed_s, check_s);
     if (o.nodes && dev == DeviceType::cuda) {
       if (node_times.note.empty()) {
+        const std::string rest_s = o.rest_us > 0 ? ", each after " + std::to_string(o.rest_us) + " µs idle" : "";
         std::printf("%8s graph nodes in place, median µs of %d replays run one at a time (%.1f first to last "
-                    "event):\n", "", iters, node_times.total_us);
+                    "event%s):\n", "", iters, node_times.total_us, rest_s.c_str());
         for (size_t j = 0; j < node_times.names.size(); ++j)
           std::printf("%8s   %10.1f  %s\n", "", node_times.us[j], node_times.names[j].c_str());
       } else {
@@ -761,6 +763,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
         list.push_back({{"name", node_times.names[j]}, {"us_median", node_times.us[j]}});
       row["graph_nodes"] = {{"nodes", list},
                             {"total_us_median", num_or_null(node_times.note.empty(), node_times.total_us)},
+                            {"rest_us", o.rest_us},
                             {"note", node_times.note}};
     }
     if (cr.ran)

@@ -32,6 +32,7 @@ struct BenchOptions {
   int copies = 0;                     // weight copies rotated; 0: enough to exceed 4 x L2
   bool routing_only = false;          // the routing's experts touched per token count, then stop
   bool nodes = false;                 // also time each node of the forward's CUDA graph in place
+  int rest_us = 0;                    // with nodes: the GPU idles this long before each of those replays
 };
 // 0 ok (or skipped for lack of memory), 1 check failed, 2 error.
 int run_bench(const BenchOptions& options);

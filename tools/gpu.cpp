@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #if defined(FP4MOE_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -323,7 +324,7 @@ std::vector<double> time_cuda(int device, int variants, const std::function<void
   CLI_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<cudaGraphExec_t> execs(variants, nullptr), node_execs(variants, nullptr);
   std::vector<std::vector<cudaEvent_t>> node_ev(variants);
-  if (nodes) *nodes = GraphNodeTimes{};
+  if (nodes) *nodes = GraphNodeTimes{.rest_us = nodes->rest_us};
   // Capture one graph per variant; any failure falls back to direct launches.
   bool graphs = true;
   for (int v = 0; v < variants && graphs; ++v) {
@@ -394,6 +395,7 @@ std::vector<double> time_cuda(int device, int variants, const std::function<void
     std::vector<double> total;
     for (int i = 0; i < iters; ++i) {
       const int v = i % variants;
+      if (nodes->rest_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(nodes->rest_us));
       CLI_CUDA(cudaGraphLaunch(node_execs[size_t(v)], stream));
       CLI_CUDA(cudaStreamSynchronize(stream));
       const std::vector<cudaEvent_t>& e = node_ev[size_t(v)];

@@ -67,8 +67,9 @@ GpuInfo cuda_gpu_info(int device);
 // replayed `iters` times after the timed runs, one replay at a time; per node, its name
 // (the kernel's, shortened; "memset", "memcpy", ...) and the median µs from the event before
 // it to the event after it. Empty, with `note` saying why, when the graph is not one chain or
-// the variants' chains differ.
+// the variants' chains differ. With `rest_us`, each of those replays starts on an idle GPU.
 struct GraphNodeTimes {
+  int rest_us = 0;  // input: the host sleeps this long (the GPU idle) before each instrumented replay
   std::vector<std::string> names;
   std::vector<double> us;
   double total_us = 0;  // median of the instrumented replays, first event to last

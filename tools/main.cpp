@@ -56,6 +56,10 @@ int main(int argc, char** argv) {
   bench->add_flag("--nodes", b.nodes,
                   "also time each node of the forward's CUDA graph in place (events between the nodes, "
                   "replays one at a time after the timed runs)");
+  bench->add_option("--rest-us", b.rest_us,
+                    "with --nodes: idle the GPU this many µs before each of those replays (a rested GPU's "
+                    "clocks against the timed runs' back-to-back replays)")
+      ->check(CLI::Range(0, 1000000));
   bench->add_option("--json", b.json_path, "write the results as JSON to this file");
   bench->add_option("--seed", b.seed, "seed of the synthetic weights and inputs")->capture_default_str();
 
