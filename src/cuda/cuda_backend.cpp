@@ -3,7 +3,7 @@
 // no host synchronisation, no allocation (the caller's workspace holds everything),
 // so it can be captured in a CUDA graph; results are bit-identical run to run.
 //
-// standard:  memset status | permute (1 or 3 kernels) | rows prep (0-1) | A prep (0-1) | gemm1 | gemm2 | combine
+// standard:  permute (1 kernel, or memset status + 3 kernels) | rows prep (0-1) | A prep (0-1) | gemm1 | gemm2 | combine
 // batched:   memset status | clamp counts | rows prep (0-1) | A prep (0-1) | gemm1 | gemm2 | writeback
 // (rows prep: the stream GEMM path's active-expert list, gemm_prepare_rows)
 #include <cuda_runtime.h>
@@ -158,8 +158,7 @@ class CudaBackend final : public Backend {
     auto stream = static_cast<cudaStream_t>(args.stream);
     DeviceGuard guard(device_id);
 
-    uint32_t* status = at<uint32_t>(ws, l.status);
-    FP4MOE_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(uint32_t), stream));
+    uint32_t* status = at<uint32_t>(ws, l.status);  // zeroed by permute
 
     cuda::PermuteArgs p;
     p.topk_ids = static_cast<const int32_t*>(args.topk_ids.data);

@@ -73,7 +73,8 @@ struct PermuteArgs {
   const int32_t* topk_ids = nullptr;   // (T, k)
   const int32_t* expert_map = nullptr; // (E) global -> local or -1
   int64_t T = 0, k = 0, E = 0, num_local = 0;
-  uint32_t* status = nullptr;
+  uint32_t* status = nullptr;          // zeroed by permute (in the fused kernel, or a memset before the
+                                       // three), then kStatusBadId ORed in
   int32_t* begin = nullptr;            // (E_local)
   int32_t* count = nullptr;            // (E_local)
   int32_t* row_token = nullptr;        // (T*k)

@@ -230,7 +230,7 @@ TEST(CudaPermute, MatchesOracleBitExact) {
         }
         const PermOracle o = permute_oracle(ids, map, T, k, E, L);
         const int64_t N = T * k;
-        DeviceBuffer d_ids(ids), d_map(map), status(4, 0), begin(size_t(L) * 4), count(size_t(L) * 4),
+        DeviceBuffer d_ids(ids), d_map(map), status(4, 0x5A), begin(size_t(L) * 4), count(size_t(L) * 4),
             row_token(size_t(N) * 4), slot_row(size_t(N) * 4),
             scratch(size_t(cuda::permute_scratch_ints(N, L)) * 4);
         cuda::PermuteArgs a;
@@ -258,6 +258,7 @@ TEST(CudaPermute, MatchesOracleBitExact) {
             break;
           }
         expect_same("slot_row", slot_row.download<int32_t>(), o.slot_row, size_t(N));
+        // status starts poisoned: permute zeroes it (fused kernel or memset), then ORs the bits
         EXPECT_EQ(status.download<uint32_t>()[0], o.bad ? cuda::kStatusBadId : 0u);
         for (const DeviceBuffer* b : {&status, &begin, &count, &row_token, &slot_row, &scratch})
           EXPECT_EQ(b->guard_damage(), "");
