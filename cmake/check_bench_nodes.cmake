@@ -1,8 +1,9 @@
 # Test (ctest CliBenchNodes): `fp4moe bench --nodes` times each node of the forward's CUDA
 # graph in place. On a CUDA device: the nodes include the layer's kernels (permute, the GEMMs,
 # combine), the GEMMs take time, and together the nodes are at least half the first-to-last-
-# event time and no more than it. Without one (the CPU backend): no node times are claimed.
-execute_process(COMMAND "${BIN}" bench --model qwen3-30b --experts 16 --tokens 40 --nodes --iters 5 --warmup 1
+# event time and no more than it; each of those replays started after the --rest-us idle the
+# JSON records. Without one (the CPU backend): no node times are claimed.
+execute_process(COMMAND "${BIN}" bench --model qwen3-30b --experts 16 --tokens 40 --nodes --rest-us 2000 --iters 5 --warmup 1
                         --no-check --no-baseline --no-ceilings --json "${JSON}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(NOT rc EQUAL 0)
@@ -22,6 +23,10 @@ endif()
 string(JSON note GET "${nodes}" note)
 if(NOT note STREQUAL "")
   message(FATAL_ERROR "graph nodes not timed: ${note}")
+endif()
+string(JSON rest GET "${nodes}" rest_us)
+if(NOT rest EQUAL 2000)
+  message(FATAL_ERROR "graph_nodes.rest_us is ${rest}, --rest-us was 2000")
 endif()
 
 # A JSON number of µs as integer ns (CMake's math is integer).
