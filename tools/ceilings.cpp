@@ -52,16 +52,17 @@ void measure_copy(int device, int iters, Ceilings* c) {
     FP4MOE_CUDA_CHECK(
         kernels::copy16_streaming(src.data(), dst.data(), bytes / 16, sms, static_cast<cudaStream_t>(stream)));
   }, warm, iters, &note);
-  c->copy_memcpy_bytes_per_s = 2.0 * double(bytes) / (median(memcpy_us) * 1e-6);
-  c->copy_kernel_bytes_per_s = 2.0 * double(bytes) / (median(kernel_us) * 1e-6);
-  c->copy_streaming_bytes_per_s = 2.0 * double(bytes) / (median(streaming_us) * 1e-6);
+  auto rate = [&](const std::vector<double>& us) { return 2.0 * double(bytes) / (median(us) * 1e-6); };
+  c->copy_memcpy_bytes_per_s = rate(memcpy_us);
+  c->copy_kernel_bytes_per_s = rate(kernel_us);
+  c->copy_streaming_bytes_per_s = rate(streaming_us);
   c->copy_us = memcpy_us;
   c->copy_how = "cudaMemcpyAsync";
   if (median(kernel_us) < median(c->copy_us)) c->copy_us = kernel_us, c->copy_how = "copy kernel";
   if (median(streaming_us) < median(c->copy_us)) c->copy_us = streaming_us, c->copy_how = "streaming copy kernel";
   if (!note.empty()) c->note += "copy: " + note + "; ";
   c->copy_bytes = bytes;
-  c->copy_bytes_per_s = 2.0 * double(bytes) / (median(c->copy_us) * 1e-6);
+  c->copy_bytes_per_s = rate(c->copy_us);
   c->copy_ok = true;
 }
 

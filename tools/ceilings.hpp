@@ -15,9 +15,8 @@ struct Ceilings {
 
   size_t copy_bytes = 0;          // bytes of one cudaMemcpyAsync (read once, written once)
   std::vector<double> copy_us;    // each timed copy
-  double copy_bytes_per_s = 0;    // 2 * copy_bytes / median time, the faster of the two ways
-  double copy_memcpy_bytes_per_s = 0, copy_kernel_bytes_per_s = 0;  // each way
-  double copy_streaming_bytes_per_s = 0;
+  double copy_bytes_per_s = 0;    // 2 * copy_bytes / median time, the fastest of the three ways
+  double copy_memcpy_bytes_per_s = 0, copy_kernel_bytes_per_s = 0, copy_streaming_bytes_per_s = 0;  // each way
   std::string copy_how;           // which way was fastest
 
   int gemm_n = 0;                 // M = N = K
