@@ -6,7 +6,8 @@
 One table per (preset, quantization): per token count the median forward time, the floor
 (max(bytes / copy rate, flops / GEMM rate), ceilings measured in the same run), which term
 bounds it, floor/time, the target that applies and whether it is met, and the bf16 cuBLAS
-baseline when it ran. The regime decides the target: memory-bound (the byte term at least
+baseline when it ran. Results that carry the sustained GEMM rate (the power cap's; ceilings
+gemm_sustained_flops_per_s) add floor/time against the floor with that rate. The regime decides the target: memory-bound (the byte term at least
 1.5x the flop term) >= 90%, compute-bound (the reverse) >= 78%, in between >= 70%.
 For kimi-k2 W4A16 the Hopper alternatives' times from issue 4 (same GPU model) are shown.
 """
@@ -39,8 +40,14 @@ def fmt(x, digits=1):
 def table(run, ceil):
     preset, quant = run.get("preset", "?"), run.get("quant", "?")
     kimi = preset == "kimi-k2" and quant == "w4a16"
-    head = "| T | µs | floor µs | bound | floor/time | target | met | bf16 cuBLAS µs | speed-up |"
-    sep = "|---|---|---|---|---|---|---|---|---|"
+    sustained = any(row.get("floor_fraction_sustained_gemm") is not None for row in run.get("rows", []))
+    head = "| T | µs | floor µs | bound | floor/time | target | met |"
+    sep = "|---|---|---|---|---|---|---|"
+    if sustained:
+        head += " floor/time, sustained GEMM |"
+        sep += "---|"
+    head += " bf16 cuBLAS µs | speed-up |"
+    sep += "---|---|"
     if kimi:
         head += " Marlin NVFP4 µs | triton MXFP4 µs |"
         sep += "---|---|"
@@ -58,7 +65,11 @@ def table(run, ceil):
         target_s = "—" if target is None else f"{100 * target:.0f}%"
         speedup_s = "—" if speedup is None else f"{speedup:.2f}x"
         line = (f"| {t} | {fmt(row.get('forward_us_median'))} | {fmt(row.get('floor_us'))} | {reg} | {frac_s} | "
-                f"{target_s} | {'yes' if met else 'no'} | {fmt(row.get('baseline_us_median'))} | {speedup_s} |")
+                f"{target_s} | {'yes' if met else 'no'} |")
+        if sustained:
+            fs = row.get("floor_fraction_sustained_gemm")
+            line += f" {'—' if fs is None else f'{100 * fs:.0f}%'} |"
+        line += f" {fmt(row.get('baseline_us_median'))} | {speedup_s} |"
         if kimi:
             peers = KIMI_PEERS.get(t)
             line += f" {fmt(peers[0], 0) if peers else '—'} | {fmt(peers[1], 0) if peers else '—'} |"
@@ -78,7 +89,9 @@ def main(paths):
         gpu = ((doc.get("machine") or {}).get("gpu") or {}).get("name", "?")
         print(f"## {path}: {gpu}, commit {doc.get('git_commit', '?')}, {doc.get('date', '?')}")
         print(f"ceilings: copy {fmt((ceil.get('copy_bytes_per_s') or 0) / 1e12, 2)} TB/s, "
-              f"bf16 GEMM {fmt((ceil.get('gemm_flops_per_s') or 0) / 1e12, 0)} TFLOP/s")
+              f"bf16 GEMM {fmt((ceil.get('gemm_flops_per_s') or 0) / 1e12, 0)} TFLOP/s"
+              + (f" (sustained {fmt(ceil['gemm_sustained_flops_per_s'] / 1e12, 0)})"
+                 if ceil.get("gemm_sustained_flops_per_s") else ""))
         print()
         for run in doc.get("runs", []):
             lines, _ = table(run, ceil)

@@ -22,6 +22,13 @@ struct Ceilings {
   int gemm_n = 0;                 // M = N = K
   std::vector<double> gemm_us;
   double gemm_flops_per_s = 0;    // 2 * n^3 / median time
+  // The same GEMM after kGemmSustainS of back-to-back products: the rate at the power cap a
+  // long compute-bound run settles at (the H200 at 700 W: SM clock 1.2-1.5 GHz, where the short
+  // run sees 1.98). The floor keeps the short rate; the JSON rows also carry the sustained one.
+  bool gemm_sustained_ok = false;
+  double gemm_sustained_warm_s = 0;  // seconds of products run before the timed ones
+  std::vector<double> gemm_sustained_us;
+  double gemm_sustained_flops_per_s = 0;
   std::string cublas;             // library and version that ran the GEMM
 };
 

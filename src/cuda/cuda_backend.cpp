@@ -197,6 +197,7 @@ class CudaBackend final : public Backend {
     cuda::gemm1(*dw_, g1, path_, stream);
 
     cuda::Gemm2Args g2 = gemm2_args(rows, l, ws);
+    g2.rows_settled = true;  // rows came from the permute / batched counts, before GEMM 1
     cuda::gemm2(*dw_, g2, path_, stream);
 
     cuda::CombineArgs c;
@@ -257,6 +258,7 @@ class CudaBackend final : public Backend {
     set_h(l, ws, g1);
     cuda::gemm1(*dw_, g1, path_, stream);
     cuda::Gemm2Args g2 = gemm2_args(rows, l, ws);
+    g2.rows_settled = true;  // rows came from the permute / batched counts, before GEMM 1
     cuda::gemm2(*dw_, g2, path_, stream);
     cuda::batched_writeback(g2.y, count, L, M, H, args.out.data, args.out.dtype, stream);
   }

@@ -82,6 +82,10 @@ struct Gemm2Args {
   float* y = nullptr;                // [row_space, H] fp32 (+ w2 bias); rows of no expert untouched
   float* partials = nullptr;         // splitk, stream, sm90 and decode paths only, as in Gemm1Args
   size_t partials_bytes = 0;
+  // rows (begin, count) were complete before the kernel just before GEMM 2 started (the layer's
+  // forwards: permute or the batched counts run before GEMM 1). The decode kernel may then run
+  // as that kernel's programmatic dependent and read its weights before waiting for h.
+  bool rows_settled = false;
 };
 
 // decode (gemm_decode.cu): the smallest decode shapes (<= 8 rows per active expert, too few

@@ -110,8 +110,10 @@ struct BFrag {
 
 // bf16 A: 8 words per token of one k-block, from `row` (the row's words at that k-block).
 // TAIL: the k-block K ends in, whose first k is k0: its k-steps at or past K read as zeros
-// (K % 16 == 0).
-template <int NT, bool TAIL>
+// (K % 16 == 0). NC: through the read-only path (GEMM 1's x). GEMM 2's h is written by the grid
+// it may run beside (a programmatic dependent): the compiler moves read-only loads above
+// grid_dependency_wait (seen in the SASS), so h takes plain coherent loads.
+template <int NT, bool TAIL, bool NC>
 __device__ __forceinline__ void load_b_bf16(BFrag<NT>& f, const uint32_t* const (&row)[NT], int k0, int K) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
@@ -120,7 +122,7 @@ __device__ __forceinline__ void load_b_bf16(BFrag<NT>& f, const uint32_t* const 
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t* src = row[nt] + kk * 8 + h * 4;  // words of two bf16
-        f.b[nt][2 * kk + h] = (!TAIL || k0 + kk * 16 < K) ? __ldg(src) : 0u;
+        f.b[nt][2 * kk + h] = (!TAIL || k0 + kk * 16 < K) ? (NC ? __ldg(src) : *src) : 0u;
       }
 }
 
@@ -142,6 +144,9 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
   const int sb = frag_scale_bytes(MX ? 32 : 16);
   const uint32_t decode_low = sm80::decode_table(w);
   const int kb0 = warp * p.kb_per_split, kb1 = min(KB, kb0 + p.kb_per_split);
+  // GEMM 2, when launched as this grid's dependent, may take the SMs this grid leaves once all
+  // its CTAs have started: it streams its first weights while this grid's last CTAs finish.
+  if constexpr (GEMM1) ptx::grid_dependency_trigger();
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
     const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,
@@ -187,8 +192,8 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
       const uint32_t* row[NT];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) row[nt] = bp[nt] + o * kBStep;
-      if (tail) load_b_bf16<NT, true>(f, row, kb * kFragK, K);
-      else load_b_bf16<NT, false>(f, row, 0, K);
+      if (tail) load_b_bf16<NT, true, GEMM1>(f, row, kb * kFragK, K);
+      else load_b_bf16<NT, false, GEMM1>(f, row, 0, K);
     };
     // The pointers, moved on by n k-blocks.
     auto advance = [&](int n) {
@@ -227,6 +232,10 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
     const int kbf = min(kb1, K / kFragK);
     load_w(0, 0);
     if (kb0 + 1 < kb1) load_w(1, 1);
+    // GEMM 2 as a programmatic dependent (decode_gemm2): everything above (the rows, the
+    // weights) was complete before the grid before it started; h is not until it completes.
+    // Immediate when launched normally, and after the first slot.
+    if constexpr (!GEMM1) ptx::grid_dependency_wait();
     if (kb0 < kbf) load_b(bf[0], 0, false, kb0);
     int k = kb0;
     for (; k + 2 <= kbf; k += 2) {
@@ -279,14 +288,39 @@ std::atomic<int64_t> g_launches{0};
 
 // The listed instantiations: {NVFP4, MXFP4 weights} x {GEMM 1, GEMM 2}, 8-token tiles.
 template <bool MX, bool GEMM1>
-void launch(const DecodeConfig& c, const Params& p, cudaStream_t stream) {
+void launch(const DecodeConfig& c, const Params& p, bool dependent, cudaStream_t stream) {
   const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y)), block(unsigned(32 * c.splits));
   constexpr int NT = kDecodeTokenTile / 8;
   // the slices' partial sums: (splits - 1) x 2 m-tiles x NT x 4 floats per lane
   const size_t smem = size_t(c.splits - 1) * 2 * NT * 4 * 32 * sizeof(float);
-  decode_grouped_gemm<NT, MX, GEMM1><<<grid, block, smem, stream>>>(p);
-  FP4MOE_CUDA_CHECK_LAUNCH();
+  if (!dependent) {
+    decode_grouped_gemm<NT, MX, GEMM1><<<grid, block, smem, stream>>>(p);
+    FP4MOE_CUDA_CHECK_LAUNCH();
+  } else {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    FP4MOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_grouped_gemm<NT, MX, GEMM1>, p));
+  }
   g_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+// GEMM 2 as a programmatic dependent of the kernel before it: sm_90+, rows settled before
+// that kernel started (Gemm2Args::rows_settled), and FP4MOE_DECODE_PDL not 0 (read per call,
+// for A/B runs in one process).
+bool gemm2_dependent(const CudaWeights& cw, const Gemm2Args& a) {
+  const char* v = std::getenv("FP4MOE_DECODE_PDL");
+  if (!a.rows_settled || (v && v[0] == '0')) return false;
+  int major = 0;
+  FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cw.device));
+  return major >= 9;
 }
 
 // FP4MOE_LOG=1: each config once per shape.
@@ -329,8 +363,8 @@ bool decode_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream
   Params p = base_params(c, cw.w13, a.rows, a.a_bf16, a.a_dq);
   p.a_gather = a.a_gather;
   p.epi = sm80::gemm1_epilogue(cw.desc, a);
-  if (cw.w13.block == 32) launch<true, true>(c, p, stream);
-  else launch<false, true>(c, p, stream);
+  if (cw.w13.block == 32) launch<true, true>(c, p, false, stream);
+  else launch<false, true>(c, p, false, stream);
   return true;
 }
 
@@ -340,8 +374,9 @@ bool decode_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream
   if (!c.use) return false;
   Params p = base_params(c, cw.w2, a.rows, a.a_bf16, a.a_dq);
   p.epi.y = a.y;
-  if (cw.w2.block == 32) launch<true, false>(c, p, stream);
-  else launch<false, false>(c, p, stream);
+  const bool dependent = gemm2_dependent(cw, a);
+  if (cw.w2.block == 32) launch<true, false>(c, p, dependent, stream);
+  else launch<false, false>(c, p, dependent, stream);
   return true;
 }
 

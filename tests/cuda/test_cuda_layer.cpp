@@ -346,6 +346,14 @@ TEST_P(CudaLayerConformance, MatchesReference) {
       EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * 4), 0)
           << "run " << rep << " differs from run 0";
     }
+    // the default path launches a decode GEMM 2 as a programmatic dependent (sm_90): launched
+    // normally (FP4MOE_DECODE_PDL=0), the same bits
+    if (gemm.empty()) {
+      EnvVar no_pdl("FP4MOE_DECODE_PDL", "0");
+      const std::vector<float> plain = run.run();
+      EXPECT_EQ(std::memcmp(first.data(), plain.data(), first.size() * 4), 0)
+          << "FP4MOE_DECODE_PDL=0 differs from the default launch";
+    }
 
     // a CUDA graph of one forward replays to the same bits
     if (!naive) {
