@@ -9,6 +9,8 @@
 #include <cstdint>
 
 #include "cuda/common/check.hpp"
+#include "cuda/common/launch.cuh"
+#include "cuda/common/ptx.cuh"
 #include "cuda/pipeline.hpp"
 #include "fp4moe/format.h"
 
@@ -70,6 +72,7 @@ constexpr int kSlotBatch = 8;
 
 // grid (T, ceil(H / (4 * kThreads)))
 __global__ void __launch_bounds__(kThreads) combine_kernel(CombineKernelArgs a) {
+  ptx::grid_dependency_wait();  // for GEMM 2 when launched as its dependent (CombineArgs::dependent)
   const int64_t t = blockIdx.x;
   const int64_t c = (int64_t(blockIdx.y) * kThreads + threadIdx.x) * kCols;
   if (c >= a.H) return;
@@ -107,6 +110,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(CombineKernelArgs a) 
 __global__ void __launch_bounds__(kThreads) writeback_kernel(const float* __restrict__ y,
                                                              const int32_t* __restrict__ count, int64_t M,
                                                              int64_t H, void* out, int dt, size_t esize) {
+  ptx::grid_dependency_wait();  // as in combine_kernel
   const int64_t row = blockIdx.x;
   const int64_t c = (int64_t(blockIdx.y) * kThreads + threadIdx.x) * kCols;
   if (c >= H) return;
@@ -133,18 +137,17 @@ void combine(const CombineArgs& a, cudaStream_t stream) {
   CombineKernelArgs k{a.y, a.slot_row, a.topk_weights, a.T, a.k, a.H, a.out, out_code(a.out_dtype),
                       a.out_stride, dtype_size(a.out_dtype), a.accumulate};
   const dim3 grid(unsigned(a.T), unsigned((a.H + kCols * kThreads - 1) / (kCols * kThreads)));
-  combine_kernel<<<grid, kThreads, 0, stream>>>(k);
-  FP4MOE_CUDA_CHECK_LAUNCH();
+  launch_kernel(combine_kernel, grid, dim3(kThreads), 0, a.dependent, stream, k);
 }
 
 void batched_writeback(const float* y, const int32_t* count, int64_t num_local, int64_t M, int64_t H, void* out,
-                       DType out_dtype, cudaStream_t stream) {
+                       DType out_dtype, bool dependent, cudaStream_t stream) {
   const int64_t rows = num_local * M;
   if (rows <= 0 || H <= 0) return;
   if (H % kCols != 0) detail::fail_arg("batched out: H: got " + std::to_string(H) + ", need a multiple of 4");
   const dim3 grid(unsigned(rows), unsigned((H + kCols * kThreads - 1) / (kCols * kThreads)));
-  writeback_kernel<<<grid, kThreads, 0, stream>>>(y, count, M, H, out, out_code(out_dtype), dtype_size(out_dtype));
-  FP4MOE_CUDA_CHECK_LAUNCH();
+  launch_kernel(writeback_kernel, grid, dim3(kThreads), 0, dependent, stream, y, count, M, H, out, out_code(out_dtype),
+                dtype_size(out_dtype));
 }
 
 }  // namespace fp4moe::cuda

@@ -173,7 +173,7 @@ class CudaBackend final : public Backend {
     p.row_token = at<int32_t>(ws, l.row_token);
     p.slot_row = at<int32_t>(ws, l.slot_row);
     p.scratch = at<int32_t>(ws, l.scratch);
-    cuda::permute(p, stream);
+    const bool permuted_by_kernel = cuda::permute(p, stream);
 
     cuda::ExpertRows rows{p.begin, p.count, T * k, T * k};
     cuda::Gemm1Args g1;
@@ -194,11 +194,12 @@ class CudaBackend final : public Backend {
     }
     prepare_a(src, l, ws, g1, stream);
     set_h(l, ws, g1);
+    g1.after_kernel = permuted_by_kernel;  // the permute's last kernel, or the A preparation's after it
     cuda::gemm1(*dw_, g1, path_, stream);
 
     cuda::Gemm2Args g2 = gemm2_args(rows, l, ws);
     g2.rows_settled = true;  // rows came from the permute / batched counts, before GEMM 1
-    cuda::gemm2(*dw_, g2, path_, stream);
+    const bool combine_dependent = cuda::gemm2(*dw_, g2, path_, stream);
 
     cuda::CombineArgs c;
     c.y = g2.y;
@@ -211,6 +212,7 @@ class CudaBackend final : public Backend {
     c.out_dtype = args.out.dtype;
     c.out_stride = args.out.stride[0];
     c.accumulate = args.accumulate;
+    c.dependent = combine_dependent;
     cuda::combine(c, stream);
   }
 
@@ -256,11 +258,12 @@ class CudaBackend final : public Backend {
       prepare_a(src, l, ws, g1, stream);
     }
     set_h(l, ws, g1);
+    g1.after_kernel = true;  // the batched counts' kernel (L > 0), or the A preparation's after it
     cuda::gemm1(*dw_, g1, path_, stream);
     cuda::Gemm2Args g2 = gemm2_args(rows, l, ws);
     g2.rows_settled = true;  // rows came from the permute / batched counts, before GEMM 1
-    cuda::gemm2(*dw_, g2, path_, stream);
-    cuda::batched_writeback(g2.y, count, L, M, H, args.out.data, args.out.dtype, stream);
+    const bool writeback_dependent = cuda::gemm2(*dw_, g2, path_, stream);
+    cuda::batched_writeback(g2.y, count, L, M, H, args.out.data, args.out.dtype, writeback_dependent, stream);
   }
 
   void check_device_errors(const TensorView& workspace, void* stream_ptr) const override {

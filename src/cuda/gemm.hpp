@@ -70,6 +70,11 @@ struct Gemm1Args {
   // the path declines) runs the fast path (NVFP4 A decoded in its kernels).
   float* partials = nullptr;
   size_t partials_bytes = 0;
+  // The op just before GEMM 1 on the stream is a kernel (the layer's forwards: the permute, the
+  // batched counts or the A preparation). The decode kernel may then run as that kernel's
+  // programmatic dependent (decode_pdl): it waits at its start, before reading anything, and
+  // lets its own dependent (GEMM 2) start only after that wait.
+  bool after_kernel = false;
 };
 
 struct Gemm2Args {
@@ -82,9 +87,10 @@ struct Gemm2Args {
   float* y = nullptr;                // [row_space, H] fp32 (+ w2 bias); rows of no expert untouched
   float* partials = nullptr;         // splitk, stream, sm90 and decode paths only, as in Gemm1Args
   size_t partials_bytes = 0;
-  // rows (begin, count) were complete before the kernel just before GEMM 2 started (the layer's
-  // forwards: permute or the batched counts run before GEMM 1). The decode kernel may then run
-  // as that kernel's programmatic dependent and read its weights before waiting for h.
+  // rows (begin, count) were complete before the kernel just before GEMM 2 let GEMM 2 start
+  // (the layer's forwards: the permute or the batched counts run before GEMM 1, and the decode
+  // GEMM 1 lets its dependent start only once it has waited for them). The decode kernel may
+  // then run as that kernel's programmatic dependent and read its weights before waiting for h.
   bool rows_settled = false;
 };
 
@@ -128,7 +134,16 @@ size_t splitk_partials_bytes(const DeviceWeights& w, int64_t rows_bound, int64_t
 void gemm_prepare_rows(const DeviceWeights& w, GemmPath path, ExpertRows& rows, float* scratch,
                        size_t scratch_bytes, cudaStream_t stream);
 
+// Programmatic dependent launch along the decode chain (permute -> GEMM 1 -> GEMM 2 ->
+// combine): on an sm_90+ device unless FP4MOE_DECODE_PDL=0 (read per call, for A/B runs and the
+// tests in one process). Each kernel of the chain launched as a dependent waits for the kernel
+// before it (griddepcontrol.wait) before reading anything that kernel or an earlier one wrote;
+// the results are the same bits either way.
+bool decode_pdl(int device);
+
 void gemm1(const DeviceWeights& w, const Gemm1Args& args, GemmPath path, cudaStream_t stream);
-void gemm2(const DeviceWeights& w, const Gemm2Args& args, GemmPath path, cudaStream_t stream);
+// True when GEMM 2's last kernel lets a programmatic dependent start before it ends (the decode
+// kernel, when decode_pdl): the caller may launch the next kernel as its dependent.
+bool gemm2(const DeviceWeights& w, const Gemm2Args& args, GemmPath path, cudaStream_t stream);
 
 }  // namespace fp4moe::cuda

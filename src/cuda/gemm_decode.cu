@@ -36,6 +36,7 @@
 
 #include "cuda/common/check.hpp"
 #include "cuda/common/device.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
 #include "cuda/gemm_sm80_core.cuh"
@@ -144,9 +145,15 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
   const int sb = frag_scale_bytes(MX ? 32 : 16);
   const uint32_t decode_low = sm80::decode_table(w);
   const int kb0 = warp * p.kb_per_split, kb1 = min(KB, kb0 + p.kb_per_split);
-  // GEMM 2, when launched as this grid's dependent, may take the SMs this grid leaves once all
-  // its CTAs have started: it streams its first weights while this grid's last CTAs finish.
-  if constexpr (GEMM1) ptx::grid_dependency_trigger();
+  // GEMM 1 as a programmatic dependent (decode_pdl): the rows, A and its gather are written by
+  // the kernels before it, so it waits first. Then GEMM 2, launched as this grid's dependent,
+  // may take the SMs this grid leaves once all its CTAs have passed here (so the rows are
+  // complete: Gemm2Args::rows_settled): it streams its first weights while this grid's last
+  // CTAs finish. Both immediate when launched normally.
+  if constexpr (GEMM1) {
+    ptx::grid_dependency_wait();
+    ptx::grid_dependency_trigger();
+  }
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
     const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,
@@ -263,6 +270,10 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
       }
     }
 
+    // GEMM 2's dependent (the combine, which waits for this grid to complete) may launch once
+    // every CTA is past its k loop.
+    if constexpr (!GEMM1) ptx::grid_dependency_trigger();
+
     // ---- the slices' sums, added by warp 0 in slice order; then its epilogue ----
     float (&flat)[kAccPerLane] = reinterpret_cast<float (&)[kAccPerLane]>(acc);  // acc's floats in order
     if (warp > 0) {
@@ -293,34 +304,8 @@ void launch(const DecodeConfig& c, const Params& p, bool dependent, cudaStream_t
   constexpr int NT = kDecodeTokenTile / 8;
   // the slices' partial sums: (splits - 1) x 2 m-tiles x NT x 4 floats per lane
   const size_t smem = size_t(c.splits - 1) * 2 * NT * 4 * 32 * sizeof(float);
-  if (!dependent) {
-    decode_grouped_gemm<NT, MX, GEMM1><<<grid, block, smem, stream>>>(p);
-    FP4MOE_CUDA_CHECK_LAUNCH();
-  } else {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    FP4MOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_grouped_gemm<NT, MX, GEMM1>, p));
-  }
+  launch_kernel(decode_grouped_gemm<NT, MX, GEMM1>, grid, block, smem, dependent, stream, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
-}
-
-// GEMM 2 as a programmatic dependent of the kernel before it: sm_90+, rows settled before
-// that kernel started (Gemm2Args::rows_settled), and FP4MOE_DECODE_PDL not 0 (read per call,
-// for A/B runs in one process).
-bool gemm2_dependent(const CudaWeights& cw, const Gemm2Args& a) {
-  const char* v = std::getenv("FP4MOE_DECODE_PDL");
-  if (!a.rows_settled || (v && v[0] == '0')) return false;
-  int major = 0;
-  FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cw.device));
-  return major >= 9;
 }
 
 // FP4MOE_LOG=1: each config once per shape.
@@ -356,6 +341,14 @@ Params base_params(const DecodeConfig& c, const WeightMatrix& w, const ExpertRow
 
 int64_t decode_launches() { return g_launches.load(std::memory_order_relaxed); }
 
+bool decode_pdl(int device) {
+  const char* v = std::getenv("FP4MOE_DECODE_PDL");
+  if (v && v[0] == '0') return false;
+  int major = 0;
+  FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9;
+}
+
 bool decode_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
   if (a.a_fp4) return false;  // NVFP4 A reaches here only when it could not be staged (gemm_dispatch.cpp)
   const DecodeConfig c = plan("gemm1", cw, cw.w13, a.rows);
@@ -363,8 +356,11 @@ bool decode_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream
   Params p = base_params(c, cw.w13, a.rows, a.a_bf16, a.a_dq);
   p.a_gather = a.a_gather;
   p.epi = sm80::gemm1_epilogue(cw.desc, a);
-  if (cw.w13.block == 32) launch<true, true>(c, p, false, stream);
-  else launch<false, true>(c, p, false, stream);
+  // as the dependent of the kernel before it (Gemm1Args::after_kernel), or of the staging kernel
+  // with_staged_activations launched for it
+  const bool dependent = a.after_kernel && decode_pdl(cw.device);
+  if (cw.w13.block == 32) launch<true, true>(c, p, dependent, stream);
+  else launch<false, true>(c, p, dependent, stream);
   return true;
 }
 
@@ -374,7 +370,7 @@ bool decode_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream
   if (!c.use) return false;
   Params p = base_params(c, cw.w2, a.rows, a.a_bf16, a.a_dq);
   p.epi.y = a.y;
-  const bool dependent = gemm2_dependent(cw, a);
+  const bool dependent = a.rows_settled && decode_pdl(cw.device);
   if (cw.w2.block == 32) launch<true, false>(c, p, dependent, stream);
   else launch<false, false>(c, p, dependent, stream);
   return true;

@@ -168,19 +168,21 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
     sm80_gemm1(w, s, stream);
 }
 
-void gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStream_t stream) {
+bool gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStream_t stream) {
   const auto& w = static_cast<const CudaWeights&>(dw);
   check_rows("gemm2", a.rows);
   check_a("gemm2", a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, path);
   if (!a.y) detail::fail_arg("gemm2: y: got nullptr, need fp32 [row_space, H]");
-  if (a.rows.rows_bound == 0) return;
+  if (a.rows.rows_bound == 0) return false;
   const Gemm2Args s = with_staged_activations(a, path, w, w.w2.K, nullptr, 0, stream);
   if (path == GemmPath::naive) naive_gemm2(w, s, stream);
+  else if ((path == GemmPath::sm90 || path == GemmPath::decode) && decode_gemm2(w, s, stream))
+    return decode_pdl(w.device);  // the decode kernel triggers its dependents after its k loop
   else if (!(path == GemmPath::splitk && splitk_gemm2(w, s, stream)) &&
            !(path == GemmPath::stream && stream_gemm2(w, s, stream)) &&
-           !((path == GemmPath::sm90 || path == GemmPath::decode) && decode_gemm2(w, s, stream)) &&
            !(path == GemmPath::sm90 && sm90_gemm2(w, s, stream)))
     sm80_gemm2(w, s, stream);
+  return false;
 }
 
 }  // namespace fp4moe::cuda

@@ -30,6 +30,7 @@
 
 #include "cuda/common/check.hpp"
 #include "cuda/common/device.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
 #include "cuda/gemm_sm80_core.cuh"
@@ -236,22 +237,7 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
 // stream (it may start before that kernel ends and waits for it in grid_dependency_wait).
 template <int NT, int MT, bool A_FP4, bool GEMM1>
 void launch_one(unsigned grid, const Params& p, bool dependent, cudaStream_t stream) {
-  if (!dependent) {
-    stream_gemm<NT, MT, A_FP4, GEMM1><<<grid, kThreads, 0, stream>>>(p);
-    FP4MOE_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  FP4MOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, stream_gemm<NT, MT, A_FP4, GEMM1>, p));
+  launch_kernel(stream_gemm<NT, MT, A_FP4, GEMM1>, dim3(grid), dim3(kThreads), 0, dependent, stream, p);
 }
 
 // The listed instantiations: tokens per pass {8, 16} x unit rows {16 (bf16 A only), 32}.

@@ -20,6 +20,7 @@
 #include <climits>
 
 #include "cuda/common/check.hpp"
+#include "cuda/common/ptx.cuh"
 #include "cuda/pipeline.hpp"
 
 namespace fp4moe::cuda {
@@ -116,6 +117,7 @@ __global__ void permute_fused(PermuteArgs a) {
   extern __shared__ int hist[];
   const int lane = threadIdx.x;
   const int64_t L = a.num_local, N = a.T * a.k;
+  ptx::grid_dependency_trigger();  // GEMM 1, the dependent, launches now and waits for this grid's end
   if (lane == 0) *a.status = 0;  // ordered before warp_count's atomicOr by the __syncwarp below
   for (int64_t e = lane; e < L; e += 32) hist[e] = 0;
   __syncwarp();
@@ -239,6 +241,7 @@ __global__ void permute_place(PermuteArgs a, int64_t chunks, int64_t warp_slots)
   extern __shared__ int smem[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int64_t L = a.num_local, N = a.T * a.k, c = blockIdx.x;
+  ptx::grid_dependency_trigger();  // as in permute_fused
   int* next = smem + warp * L;
   for (int64_t e = lane; e < L; e += 32) next[e] = 0;
   __syncwarp();
@@ -260,6 +263,7 @@ __global__ void permute_place(PermuteArgs a, int64_t chunks, int64_t warp_slots)
 __global__ void batched_rows_kernel(const int32_t* __restrict__ num_tokens, int64_t L, int64_t M,
                                     uint32_t* status, int32_t* begin, int32_t* count) {
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  ptx::grid_dependency_trigger();  // as in permute_fused
   if (e >= L) return;
   int32_t c = num_tokens[e];
   if (c > M) {
@@ -275,11 +279,11 @@ __global__ void batched_rows_kernel(const int32_t* __restrict__ num_tokens, int6
 
 }  // namespace
 
-void permute(const PermuteArgs& a, cudaStream_t stream) {
+bool permute(const PermuteArgs& a, cudaStream_t stream) {
   const int64_t N = a.T * a.k, L = a.num_local;
   if (N <= 0 || L <= 0) {
     FP4MOE_CUDA_CHECK(cudaMemsetAsync(a.status, 0, sizeof(uint32_t), stream));
-    return;
+    return false;
   }
   const size_t hist_bytes = size_t(L) * sizeof(int);
   if (L > kMaxLocal)
@@ -292,7 +296,7 @@ void permute(const PermuteArgs& a, cudaStream_t stream) {
   if (N <= kPermuteFusedSlots) {  // it zeroes the status word itself (lane 0)
     permute_fused<<<1, 32, hist_bytes, stream>>>(a);
     FP4MOE_CUDA_CHECK_LAUNCH();
-    return;
+    return true;
   }
   FP4MOE_CUDA_CHECK(cudaMemsetAsync(a.status, 0, sizeof(uint32_t), stream));
   const int64_t chunks = permute_chunks(N, L), warps = permute_warps(L), warp_slots = permute_warp_slots(N, L);
@@ -302,6 +306,7 @@ void permute(const PermuteArgs& a, cudaStream_t stream) {
   FP4MOE_CUDA_CHECK_LAUNCH();
   permute_place<<<unsigned(chunks), unsigned(32 * warps), hist_bytes * size_t(warps), stream>>>(a, chunks, warp_slots);
   FP4MOE_CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 void batched_rows(const int32_t* expert_num_tokens, int64_t num_local, int64_t M, uint32_t* status,

@@ -81,7 +81,9 @@ struct PermuteArgs {
   int32_t* slot_row = nullptr;         // (T*k)
   int32_t* scratch = nullptr;          // (permute_scratch_ints)
 };
-void permute(const PermuteArgs& a, cudaStream_t stream);
+// True when its last op was a kernel (N > 0, L > 0): the next may be launched as its
+// programmatic dependent (Gemm1Args::after_kernel).
+bool permute(const PermuteArgs& a, cudaStream_t stream);
 
 // Batched format: begin[e] = e*M, count[e] = expert_num_tokens[e] clamped to [0, M]
 // (out-of-range counts set kStatusCountOverM / kStatusCountNegative).
@@ -135,13 +137,17 @@ struct CombineArgs {
   DType out_dtype = DType::bf16;
   int64_t out_stride = 0;
   bool accumulate = false;
+  // launched as the programmatic dependent of the kernel before it (gemm2 returned true): it
+  // waits for that kernel at its start, so it reads nothing early; only its launch overlaps
+  bool dependent = false;
 };
 void combine(const CombineArgs& a, cudaStream_t stream);
 
 // Batched writeback: out[e, r] = round_out(y[e*M + r]) for r < count[e] (clamped
 // counts); other rows untouched. out (E_local, M, H) contiguous.
+// `dependent`: as in CombineArgs.
 void batched_writeback(const float* y, const int32_t* count, int64_t num_local, int64_t M, int64_t H,
-                       void* out, DType out_dtype, cudaStream_t stream);
+                       void* out, DType out_dtype, bool dependent, cudaStream_t stream);
 
 // cudaFuncGetAttributes on a pipeline kernel for the current device: cudaSuccess when
 // this build holds a kernel image the device can run.

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "cuda/common/check.hpp"
+#include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
 #include "cuda/pipeline.hpp"
 #include "fp4moe/format.h"
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_rows_kernel(SrcRows s, float g
                                                               uint8_t* __restrict__ scale) {
   const int64_t nb = s.K / kNvfp4Block;
   int64_t r, b;
+  ptx::grid_dependency_trigger();  // a dependent GEMM 1 waits for this grid's end (decode_pdl)
   if (!thread_block(s, r, b)) return;
   uint32_t lo, hi;
   const uint8_t sc = quantize_block(s, r, b, gs, lo, hi);
@@ -129,6 +131,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_rows_kernel(SrcRows s, float g
 __global__ void __launch_bounds__(kThreads) nvfp4_values_rows_kernel(SrcRows s, float gs,
                                                                      uint16_t* __restrict__ out) {
   int64_t r, b;
+  ptx::grid_dependency_trigger();  // a dependent GEMM 1 waits for this grid's end (decode_pdl)
   if (!thread_block(s, r, b)) return;
   uint32_t lo, hi;
   const float sc = e4m3_to_f32(quantize_block(s, r, b, gs, lo, hi));
@@ -144,6 +147,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_values_rows_kernel(SrcRows s, 
 __global__ void __launch_bounds__(kThreads) bf16_rows_kernel(SrcRows s, uint16_t* __restrict__ out) {
   const int64_t nc = s.K / 8;
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  ptx::grid_dependency_trigger();  // a dependent GEMM 1 waits for this grid's end (decode_pdl)
   if (i >= s.rows * nc) return;
   const int64_t r = i / nc, c = (i % nc) * 8;
   if (!row_live(s, r)) return;

@@ -548,7 +548,7 @@ TEST(CudaCombine, BatchedWritebackOnlyRowsBelowCount) {
   for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
     SCOPED_TRACE(dtype_name(dt));
     DeviceBuffer out(size_t(L * M * H) * dtype_size(dt));
-    cuda::batched_writeback(d_y.as<float>(), d_c.as<int32_t>(), L, M, H, out.data(), dt, nullptr);
+    cuda::batched_writeback(d_y.as<float>(), d_c.as<int32_t>(), L, M, H, out.data(), dt, false, nullptr);
     const auto raw = out.download<uint8_t>();
     const size_t es = dtype_size(dt);
     for (int64_t row = 0; row < L * M; ++row) {

@@ -346,8 +346,9 @@ TEST_P(CudaLayerConformance, MatchesReference) {
       EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * 4), 0)
           << "run " << rep << " differs from run 0";
     }
-    // the default path launches a decode GEMM 2 as a programmatic dependent (sm_90): launched
-    // normally (FP4MOE_DECODE_PDL=0), the same bits
+    // the default path launches the decode chain (GEMM 1 after the permute or the A preparation,
+    // GEMM 2, the combine) as programmatic dependents (sm_90, decode_pdl): launched normally
+    // (FP4MOE_DECODE_PDL=0), the same bits
     if (gemm.empty()) {
       EnvVar no_pdl("FP4MOE_DECODE_PDL", "0");
       const std::vector<float> plain = run.run();
