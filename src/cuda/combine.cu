@@ -107,8 +107,9 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(CombineKernelArgs a) 
 }
 
 // grid (E_local * M, ceil(H / (4 * kThreads))); rows past their expert's count untouched.
-__global__ void __launch_bounds__(kThreads) writeback_kernel(const float* __restrict__ y,
-                                                             const int32_t* __restrict__ count, int64_t M,
+// y and count without __restrict__: read-only loads (ld.global.nc) may be moved above
+// grid_dependency_wait, and y is the output of the grid this one may run beside.
+__global__ void __launch_bounds__(kThreads) writeback_kernel(const float* y, const int32_t* count, int64_t M,
                                                              int64_t H, void* out, int dt, size_t esize) {
   ptx::grid_dependency_wait();  // as in combine_kernel
   const int64_t row = blockIdx.x;

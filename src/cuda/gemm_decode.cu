@@ -158,7 +158,12 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
     const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,
                                          &s_expert, &s_tile, s_arow, s_orow);
-    if (e < 0) return;  // past the real work; later slots are too
+    if (e < 0) {  // past the real work; later slots are too
+      // GEMM 2 as a dependent: a grid that ends without waiting could complete before GEMM 1
+      // does, and its own dependent's wait would then not cover GEMM 1
+      if constexpr (!GEMM1) ptx::grid_dependency_wait();
+      return;
+    }
 
     // The lane's sources at k-block kb0: per fragment row its 16 bytes of the k-block and its 8
     // (NVFP4) or 4 (MX) scale bytes (rows g, g+8); per token its activation row, or token 0's row
@@ -344,9 +349,8 @@ int64_t decode_launches() { return g_launches.load(std::memory_order_relaxed); }
 bool decode_pdl(int device) {
   const char* v = std::getenv("FP4MOE_DECODE_PDL");
   if (v && v[0] == '0') return false;
-  int major = 0;
-  FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9;
+  // the chain's kernels are all built for the same targets: this one's code stands for theirs
+  return pdl_capable(decode_grouped_gemm<kDecodeTokenTile / 8, false, true>, device);
 }
 
 bool decode_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {

@@ -262,9 +262,7 @@ void launch(const StreamConfig& c, const Params& p, bool dependent, cudaStream_t
 bool gemm2_dependent(const CudaWeights& cw, const ExpertRows& rows) {
   const char* v = std::getenv("FP4MOE_PDL");  // read per call: tests switch it around forwards
   if (!(v && v[0] == '1') || !rows.active) return false;
-  int major = 0;
-  FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cw.device));
-  return major >= 9;
+  return pdl_capable(stream_gemm<8, 32, false, false>, cw.device);
 }
 
 // FP4MOE_LOG=1: each config once per shape.

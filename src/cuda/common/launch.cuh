@@ -13,6 +13,20 @@
 
 namespace fp4moe::cuda {
 
+// Whether `kernel` may run as a programmatic dependent on `device` (the current device): an
+// sm_90+ device running code compiled for sm_90 or later. griddepcontrol is compiled out below
+// sm_90 (ptx.cuh), so code from an older target (compute_80 PTX compiled by the driver for an
+// H200) would run a dependent without its waits.
+template <typename... Params>
+bool pdl_capable(void (*kernel)(Params...), int device) {
+  int major = 0;
+  FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 9) return false;
+  cudaFuncAttributes attr{};
+  FP4MOE_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  return attr.ptxVersion >= 90;
+}
+
 template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, bool dependent,
                    cudaStream_t stream, Args&&... args) {
