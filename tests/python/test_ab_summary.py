@@ -1,0 +1,67 @@
+"""scripts/ab_summary.py: the A/B table from synthetic bench outputs.
+
+Each file is what `fp4moe bench` prints, cut to the lines the script reads (a line before the
+header that looks like a row must not count). The expected means and changes are computed here
+from the numbers written into the files, not taken from the script.
+"""
+import pathlib
+import subprocess
+import sys
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "ab_summary.py"
+
+HEAD = """== qwen3-30b (Qwen/Qwen3-30B-A3B): H=2048 I=768 E=128 k=8, nvfp4 W4A16, softmax routing
+       4       1.5 before the table: not a result row
+  tokens  forward us  route us  experts    TB/s  TFLOP/s   floor us floor%     bf16 us  speedup  check
+"""
+
+
+def bench_output(rows):
+    return HEAD + "".join(f"{t:8d} {us:11.1f}      10.1      8.0   0.980      3.5        n/a    n/a  -\n"
+                          for t, us in rows)
+
+
+def write(folder, name, rows):
+    (folder / f"{name}.txt").write_text(bench_output(rows))
+
+
+def run(folder, *args):
+    return subprocess.run([sys.executable, str(SCRIPT), str(folder), *args], capture_output=True, text=True)
+
+
+def test_means_and_changes_against_main(tmp_path):
+    write(tmp_path, "gpt-oss-120b-main-1", [(1, 35.0), (8, 128.0)])
+    write(tmp_path, "gpt-oss-120b-main-2", [(1, 35.4), (8, 128.4)])
+    write(tmp_path, "gpt-oss-120b-new-1", [(1, 32.0), (8, 127.0)])
+    write(tmp_path, "gpt-oss-120b-new-2", [(1, 32.2)])  # cut short after T = 1
+    (tmp_path / "gpt-oss-120b-new-3.txt").write_text("error: out of memory\n")  # a failed run
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == "| model | T | main µs (n) | new µs (n) | change |"
+    base1, new1 = (35.0 + 35.4) / 2, (32.0 + 32.2) / 2
+    assert lines[2] == (f"| gpt-oss-120b | 1 | {base1:.1f} (2) | {new1:.1f} (2) | "
+                        f"{new1 - base1:+.1f} ({100 * (new1 / base1 - 1):+.1f}%) |")
+    base8 = (128.0 + 128.4) / 2
+    assert lines[3] == (f"| gpt-oss-120b | 8 | {base8:.1f} (2) | 127.0 (1) | "
+                        f"{127.0 - base8:+.1f} ({100 * (127.0 / base8 - 1):+.1f}%) |")
+    assert len(lines) == 4
+
+
+def test_base_option_and_missing_variant(tmp_path):
+    write(tmp_path, "qwen3-30b-pdl0-1", [(1, 23.0)])
+    write(tmp_path, "qwen3-30b-pdl1-1", [(1, 21.0)])
+    write(tmp_path, "kimi-k2-pdl0-1", [(1, 80.0)])
+    r = run(tmp_path, "--base", "pdl1")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == "| model | T | pdl1 µs (n) | pdl0 µs (n) | change |"
+    # kimi-k2 has no pdl1 run: no row; qwen3-30b against pdl1
+    assert lines[2:] == ["| qwen3-30b | 1 | 21.0 (1) | 23.0 (1) | +2.0 (+9.5%) |"]
+    bad = run(tmp_path, "--base", "main")
+    assert bad.returncode == 1 and "--base: got main, need one of pdl0, pdl1" in bad.stderr
+
+
+def test_empty_folder_is_an_error(tmp_path):
+    r = run(tmp_path)
+    assert r.returncode == 1 and "no <model>-<variant>-<rep>.txt file with result rows" in r.stderr
