@@ -26,7 +26,7 @@
 //     the next one is issued: the decode of one A fragment overlaps the MMA of the previous
 //     one, and only two A fragments (8 registers) are live. That keeps the kernel at 168
 //     registers (128 of them accumulators) without ptxas serializing the wgmma. 64 tokens:
-//     the two m-tiles' wgmma of a k-step form one group (kPairGroups; A decoded for both
+//     the two m-tiles' wgmma of a k-step form one group (pair_groups(); A decoded for both
 //     first), so two are queued while the next k-step decodes; 128 registers, two CTAs per
 //     SM. (A variant with A through shared memory, 8 wgmma per group, measured slower: its
 //     A tiles leave room for one CTA per SM; notes of 2026-11-30.)
@@ -178,7 +178,8 @@ struct Tile : StageLayout<NT> {
   // 64-token kernel has the registers for the second A set (H200, kimi-k2 T = 2048 / 8192:
   // 7.70 / 19.85 ms vs 7.90 / 20.17 one wgmma per group); at 128 tokens it measured slower
   // (T = 16384 47.4 vs 44.5 ms).
-  static constexpr bool kPairGroups = NT == 8;
+  static constexpr bool pair_groups() { return NT == 8; }  // a function: no unused-member warning where
+                                                           // the kernels are compiled out (not sm_90a)
   static constexpr int kCtasPerSm = NT == 8 ? 2 : 1;              // what the registers allow (acc: 2 x kTok/2)
   static constexpr int kMaxRegs = NT == 8 ? 128 : 168;            // 2 CTAs; 1 CTA (168: room for a 3rd warpgroup)
   static_assert(kStageBytes % 1024 == 0,
@@ -326,7 +327,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
       const uint64_t desc = ptx::wgmma_desc_kmajor_sw128(smem_addr + uint32_t(stage * T::kStageBytes));
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        if constexpr (T::kPairGroups) {
+        if constexpr (T::pair_groups()) {
           // Both m-tiles' A decoded first, then their two wgmma as one group: two wgmma queued
           // while the next k-step decodes.
           uint32_t a[2][4];
@@ -455,7 +456,7 @@ constexpr int kWsThreads = 4 * 128;
 constexpr int kWsConsumerThreads = kWsConsumerWgs * 128;
 constexpr int kWsProducerThreads = kWsThreads - kWsConsumerThreads;
 constexpr int kWsABufs = 3;               // A buffers: the decode may run up to two k-blocks ahead of the MMAs
-constexpr int kWsProducerBarrier = 1;     // bar.sync id of the producer threads (0 is __syncthreads')
+[[maybe_unused]] constexpr int kWsProducerBarrier = 1;  // bar.sync id of the producer threads (0 is __syncthreads')
 constexpr int kWsLaunchRegs = 65536 / kWsThreads;  // 128: the registers per thread at launch (1 CTA per SM)
 constexpr int kMTileRows = 64;                            // the wgmma M
 constexpr int kMTileBytes = kMTileRows * kFragK * 2;      // bf16 [64 rows][64 k]: 8 KiB
@@ -898,6 +899,7 @@ struct RsWsTile : StageLayout<NT> {
   static constexpr int kSmem = kSwizzleAtom + kStages * kStageBytes;
   static constexpr int kBStep = R::kProducerThreads / 8;            // tokens between a thread's B chunks
   static constexpr int kBChunks = kTok * 8 / R::kProducerThreads;  // B chunks per producer thread and stage
+  static_assert(kBStep * kBChunks == kTok, "the B chunks of a stage cover its tokens");
   static_assert(kStageBytes % kSwizzleAtom == 0, "every B tile must start 1024-byte aligned");
   static_assert((2 * kStages + 4) * 8 <= kWsBarrierBytes, "the mbarriers must fit their reserved bytes");
   static_assert(kSmem + kTableBytes + kWsBarrierBytes <= kSmemPerCta, "one CTA's shared memory must fit");
