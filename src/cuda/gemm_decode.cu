@@ -245,8 +245,8 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
     load_w(0, 0);
     if (kb0 + 1 < kb1) load_w(1, 1);
     // GEMM 2 as a programmatic dependent (decode_gemm2): everything above (the rows, the
-    // weights) was complete before the grid before it started; h is not until it completes.
-    // Immediate when launched normally, and after the first slot.
+    // weights) was complete before the grid before it let this one start (rows_settled); h is
+    // not until it completes. Immediate when launched normally, and after the first slot.
     if constexpr (!GEMM1) ptx::grid_dependency_wait();
     if (kb0 < kbf) load_b(bf[0], 0, false, kb0);
     int k = kb0;
@@ -349,8 +349,15 @@ int64_t decode_launches() { return g_launches.load(std::memory_order_relaxed); }
 bool decode_pdl(int device) {
   const char* v = std::getenv("FP4MOE_DECODE_PDL");
   if (v && v[0] == '0') return false;
-  // the chain's kernels are all built for the same targets: this one's code stands for theirs
-  return pdl_capable(decode_grouped_gemm<kDecodeTokenTile / 8, false, true>, device);
+  // The chain's kernels are all built for the same targets: this one's code stands for theirs.
+  // Asked once per device (its kernel image does not change), not on every forward's launches.
+  constexpr int kKnownDevices = 64;
+  static std::atomic<int8_t> known[kKnownDevices];  // 0: not asked yet, 1: no, 2: yes
+  if (device >= 0 && device < kKnownDevices && known[device].load(std::memory_order_relaxed) != 0)
+    return known[device].load(std::memory_order_relaxed) == 2;
+  const bool capable = pdl_capable(decode_grouped_gemm<kDecodeTokenTile / 8, false, true>, device);
+  if (device >= 0 && device < kKnownDevices) known[device].store(capable ? 2 : 1, std::memory_order_relaxed);
+  return capable;
 }
 
 bool decode_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
