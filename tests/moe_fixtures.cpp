@@ -290,6 +290,7 @@ MoEProblem make_problem(const MoECase& c) {
     if (c.routing == Routing::with_invalid)
       for (int64_t j = 0; j < k; ++j)
         if (t == 0 || rng.below(4) == 0) ids[j] = -1;
+    if (c.routing == Routing::repeated && k >= 2) ids[1] = ids[0];
   }
   return p;
 }
@@ -398,6 +399,18 @@ std::vector<MoECase> conformance_cases(bool include_full_size) {
                .seed = 34});
   v.push_back({.name = "invalid_ids_w4a4", .H = h, .I = i, .E = 16, .k = 4, .T = 7, .aq = AQ::nvfp4,
                .routing = Routing::with_invalid, .seed = 35});
+  // One token (the decode GEMM 1 maps its CTAs to the top-k slots itself): experts not local,
+  // every id -1, an expert named twice, the router weight on the input. I = 512: GEMM 2's K of 8
+  // k-blocks splits, so the decode kernels run both GEMMs (at 4 the fast path runs GEMM 2).
+  const int64_t i1 = 512;
+  v.push_back({.name = "t1_ep_map_w4a4", .H = h, .I = i1, .E = 32, .k = 8, .T = 1, .aq = AQ::nvfp4, .E_local = 9,
+               .seed = 44});
+  v.push_back({.name = "t1_invalid_ids", .H = h, .I = i1, .E = 16, .k = 4, .T = 1, .routing = Routing::with_invalid,
+               .seed = 45});
+  v.push_back({.name = "t1_repeated_id_mxfp4", .H = h, .I = i1, .E = 16, .k = 4, .T = 1, .wf = WF::mxfp4,
+               .act = A::swiglu_oai, .bias = true, .routing = Routing::repeated, .seed = 46});
+  v.push_back({.name = "t1_top1_router_weight_on_input_w4a4", .H = h, .I = i1, .E = 16, .k = 1, .T = 1,
+               .aq = AQ::nvfp4, .router_weight_on_input = true, .seed = 47});
   // every format and layout combination
   v.push_back({.name = "mxfp4_silu_concat", .H = h, .I = i, .E = 16, .k = 4, .T = 67, .wf = WF::mxfp4, .seed = 36});
   v.push_back({.name = "mxfp4_silu_bias", .H = h, .I = i, .E = 16, .k = 4, .T = 7, .wf = WF::mxfp4, .bias = true,

@@ -21,6 +21,7 @@ enum class Routing {
   one_expert,    // slot 0 of every token is expert 0 (with k = 1: every token on one expert)
   skewed,        // Zipf-like expert popularity: a few hot experts, many with 0 tokens
   with_invalid,  // uniform, then ~1/4 of the slots (and every slot of token 0) are -1
+  repeated,      // uniform, then slot 1 of every token names slot 0's expert again (k >= 2)
 };
 
 struct MoECase {

@@ -195,6 +195,7 @@ class CudaBackend final : public Backend {
     prepare_a(src, l, ws, g1, stream);
     set_h(l, ws, g1);
     g1.after_kernel = permuted_by_kernel;  // the permute's last kernel, or the A preparation's after it
+    if (T == 1) g1.one_token = {p.topk_ids, p.expert_map, p.E, int(k), p.slot_row};
     cuda::gemm1(*dw_, g1, path_, stream);
 
     cuda::Gemm2Args g2 = gemm2_args(rows, l, ws);

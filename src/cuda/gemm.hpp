@@ -75,6 +75,19 @@ struct Gemm1Args {
   // programmatic dependent (decode_pdl): it waits at its start, before reading anything, and
   // lets its own dependent (GEMM 2) start only after that wait.
   bool after_kernel = false;
+  // One token (T = 1, standard format), given with after_kernel: its k top-k ids (device [k],
+  // global; mapped through expert_map, device [num_experts]: global -> local or -1) and the
+  // permute's slot_row (device [k]). The decode kernel then maps its CTAs to the k slots
+  // itself, so it starts streaming its weights before the kernels before it have finished
+  // (FP4MOE_DECODE_DIRECT=0: it waits for the permute's rows as at other T). The ids and the
+  // map must be complete before the kernel before GEMM 1 started (the layer's inputs).
+  struct OneToken {
+    const int32_t* topk_ids = nullptr;
+    const int32_t* expert_map = nullptr;
+    int64_t num_experts = 0;
+    int k = 0;
+    const int32_t* slot_row = nullptr;
+  } one_token;
 };
 
 struct Gemm2Args {

@@ -28,7 +28,9 @@
 // Measured on the H200 (kimi-k2 W4A16, notes of 2026-11-30): T = 1 111 us vs 117 on the fast
 // path; where K would not split (T >= 8) it ran 2-5% slower than the fast path, so it declines.
 // Work assignment as in the fast path: blockIdx.x = row pair, blockIdx.y walks the (expert,
-// token tile) slots found by a warp scan over count[]. No atomics.
+// token tile) slots found by a warp scan over count[]. No atomics. One token (GEMM 1 at T = 1
+// as the permute's programmatic dependent, Gemm1Args::one_token): blockIdx.y walks the k top-k
+// slots, each's expert from the top-k ids, so its weights stream while the permute runs.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -40,6 +42,7 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
 #include "cuda/gemm_sm80_core.cuh"
+#include "cuda/local_expert.cuh"
 
 namespace fp4moe::cuda {
 
@@ -100,6 +103,12 @@ struct Params {
   int64_t tiles;
   int kb_per_split;
   sm80::Epilogue epi;
+  // GEMM 1 of one token (the ONE kernels: Gemm1Args::one_token): slot j < k is top-k slot j,
+  // its expert local_expert(one_ids[j]), its one row one_slot_row[j].
+  const int32_t* one_ids;
+  const int32_t* one_map;
+  int64_t one_num_experts;
+  const int32_t* one_slot_row;
 };
 
 // One lane's B fragments of one k-block: b[nt][2kk], b[nt][2kk+1] are the mma's b0, b1 of
@@ -127,8 +136,12 @@ __device__ __forceinline__ void load_b_bf16(BFrag<NT>& f, const uint32_t* const 
       }
 }
 
-template <int NT, bool MX, bool GEMM1>
+// ONE (GEMM 1 only): one token, a CTA per top-k slot, its expert from the layer's inputs (the
+// top-k ids, complete before the kernel before this one started), so that its first weights are
+// in flight before it waits for the permute's row; it lets GEMM 2 start after that wait.
+template <int NT, bool MX, bool GEMM1, bool ONE = false>
 __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
+  static_assert(!ONE || GEMM1, "one token: GEMM 1 only");
   constexpr int kTok = 8 * NT;
   constexpr int kAccPerLane = 2 * NT * 4;
   __shared__ int s_expert, s_tile;
@@ -150,19 +163,29 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
   // may take the SMs this grid leaves once all its CTAs have passed here (so the rows are
   // complete: Gemm2Args::rows_settled): it streams its first weights while this grid's last
   // CTAs finish. Both immediate when launched normally.
-  if constexpr (GEMM1) {
+  if constexpr (GEMM1 && !ONE) {
     ptx::grid_dependency_wait();
     ptx::grid_dependency_trigger();
   }
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
-    const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,
-                                         &s_expert, &s_tile, s_arow, s_orow);
-    if (e < 0) {  // past the real work; later slots are too
-      // GEMM 2 as a dependent: a grid that ends without waiting could complete before GEMM 1
-      // does, and its own dependent's wait would then not cover GEMM 1
-      if constexpr (!GEMM1) ptx::grid_dependency_wait();
-      return;
+    int e;
+    if constexpr (ONE) {
+      e = local_expert(p.one_ids[slot], p.one_map, p.one_num_experts, w.num_experts);
+      if (e < 0) {  // a slot of no local expert: no row; GEMM 2 may start once this CTA has waited
+        ptx::grid_dependency_wait();
+        ptx::grid_dependency_trigger();
+        continue;
+      }
+    } else {
+      e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather, &s_expert,
+                                 &s_tile, s_arow, s_orow);
+      if (e < 0) {  // past the real work; later slots are too
+        // GEMM 2 as a dependent: a grid that ends without waiting could complete before GEMM 1
+        // does, and its own dependent's wait would then not cover GEMM 1
+        if constexpr (!GEMM1) ptx::grid_dependency_wait();
+        return;
+      }
     }
 
     // The lane's sources at k-block kb0: per fragment row its 16 bytes of the k-block and its 8
@@ -179,18 +202,10 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
       wp[mt] = reinterpret_cast<const uint4*>(w.q + blk * kFragWords) + lane;
       sp[mt] = w.scale + blk * sb + g * (sb / 8);
     }
-    const uint32_t* bp[NT];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int64_t r0 = s_arow[nt * 8 + g];
-      bp[nt] = reinterpret_cast<const uint32_t*>(p.a_bf16 + (r0 >= 0 ? r0 : s_arow[0]) * K) + kb0 * (kFragK / 2) + t;
-    }
     uint4 wq[2][2];  // [stage][m-tile]
     uint2 ws[2][2];
-    BFrag<NT> bf[2];
     constexpr int kWStep = kFragWords / 4;  // uint4 per fragment block
-    constexpr int kBStep = kFragK / 2;      // words of two bf16 per activation row and k-block
-    // k-block kb0 + o (o: a constant) of the weights into stage d, and of the activations.
+    // k-block kb0 + o (o: a constant) of the weights into stage d.
     auto load_w = [&](int d, int o) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
@@ -200,6 +215,33 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
                        : __ldcs(reinterpret_cast<const uint2*>(s));
       }
     };
+    if constexpr (ONE) {
+      // the first two k-blocks in flight, then the permute's row of this slot (after the wait;
+      // every local expert's slot has one), for every warp after the barrier
+      load_w(0, 0);
+      if (kb0 + 1 < kb1) load_w(1, 1);
+      ptx::grid_dependency_wait();
+      ptx::grid_dependency_trigger();
+      if (threadIdx.x < kTok) {
+        const int64_t r = threadIdx.x == 0 ? int64_t(p.one_slot_row[slot]) : -1;
+        s_orow[threadIdx.x] = r;
+        s_arow[threadIdx.x] = r < 0 ? -1 : p.a_gather ? int64_t(p.a_gather[r]) : r;
+      }
+      __syncthreads();
+      if (s_arow[0] < 0) {  // no row (the permute places every local expert's slot): no work
+        __syncthreads();  // before the next slot's row tables
+        continue;
+      }
+    }
+    const uint32_t* bp[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int64_t r0 = s_arow[nt * 8 + g];
+      bp[nt] = reinterpret_cast<const uint32_t*>(p.a_bf16 + (r0 >= 0 ? r0 : s_arow[0]) * K) + kb0 * (kFragK / 2) + t;
+    }
+    BFrag<NT> bf[2];
+    constexpr int kBStep = kFragK / 2;  // words of two bf16 per activation row and k-block
+    // k-block kb0 + o of the activations.
     auto load_b = [&](BFrag<NT>& f, int o, bool tail, int kb) {
       const uint32_t* row[NT];
 #pragma unroll
@@ -242,8 +284,10 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
     // alike. Full k-blocks ([kb0, kbf)) run two per iteration with no branch inside; the one
     // K ends in (K % 64 != 0: only the last slice) after them, with its B zeroed past K.
     const int kbf = min(kb1, K / kFragK);
-    load_w(0, 0);
-    if (kb0 + 1 < kb1) load_w(1, 1);
+    if constexpr (!ONE) {
+      load_w(0, 0);
+      if (kb0 + 1 < kb1) load_w(1, 1);
+    }
     // GEMM 2 as a programmatic dependent (decode_gemm2): everything above (the rows, the
     // weights) was complete before the grid before it let this one start (rows_settled); h is
     // not until it completes. Immediate when launched normally, and after the first slot.
@@ -302,14 +346,15 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
 
 std::atomic<int64_t> g_launches{0};
 
-// The listed instantiations: {NVFP4, MXFP4 weights} x {GEMM 1, GEMM 2}, 8-token tiles.
-template <bool MX, bool GEMM1>
+// The listed instantiations: {NVFP4, MXFP4 weights} x {GEMM 1, GEMM 2}, 8-token tiles; GEMM 1
+// also for one token (ONE).
+template <bool MX, bool GEMM1, bool ONE = false>
 void launch(const DecodeConfig& c, const Params& p, bool dependent, cudaStream_t stream) {
   const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y)), block(unsigned(32 * c.splits));
   constexpr int NT = kDecodeTokenTile / 8;
   // the slices' partial sums: (splits - 1) x 2 m-tiles x NT x 4 floats per lane
   const size_t smem = size_t(c.splits - 1) * 2 * NT * 4 * 32 * sizeof(float);
-  launch_kernel(decode_grouped_gemm<NT, MX, GEMM1>, grid, block, smem, dependent, stream, p);
+  launch_kernel(decode_grouped_gemm<NT, MX, GEMM1, ONE>, grid, block, smem, dependent, stream, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -362,7 +407,7 @@ bool decode_pdl(int device) {
 
 bool decode_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
   if (a.a_fp4) return false;  // NVFP4 A reaches here only when it could not be staged (gemm_dispatch.cpp)
-  const DecodeConfig c = plan("gemm1", cw, cw.w13, a.rows);
+  DecodeConfig c = plan("gemm1", cw, cw.w13, a.rows);
   if (!c.use) return false;
   Params p = base_params(c, cw.w13, a.rows, a.a_bf16, a.a_dq);
   p.a_gather = a.a_gather;
@@ -370,8 +415,26 @@ bool decode_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream
   // as the dependent of the kernel before it (Gemm1Args::after_kernel), or of the staging kernel
   // with_staged_activations launched for it
   const bool dependent = a.after_kernel && decode_pdl(cw.device);
-  if (cw.w13.block == 32) launch<true, true>(c, p, dependent, stream);
-  else launch<false, true>(c, p, dependent, stream);
+  // One token, as a dependent: a CTA per top-k slot (k of them, the rows' bound), its expert
+  // from the inputs. Without the wait to put its weights ahead of, it gains nothing.
+  const Gemm1Args::OneToken& one = a.one_token;
+  const char* direct = std::getenv("FP4MOE_DECODE_DIRECT");  // read per call, for A/B runs
+  const bool use_one = dependent && one.topk_ids && one.k == a.rows.rows_bound && !(direct && direct[0] == '0');
+  if (use_one) {
+    p.one_ids = one.topk_ids;
+    p.one_map = one.expert_map;
+    p.one_num_experts = one.num_experts;
+    p.one_slot_row = one.slot_row;
+    p.tiles = c.tiles = one.k;
+    c.grid_y = std::min(one.k, 65535);  // a CTA walks slots blockIdx.y + i * gridDim.y
+  }
+  if (cw.w13.block == 32) {
+    if (use_one) launch<true, true, true>(c, p, dependent, stream);
+    else launch<true, true>(c, p, dependent, stream);
+  } else {
+    if (use_one) launch<false, true, true>(c, p, dependent, stream);
+    else launch<false, true>(c, p, dependent, stream);
+  }
   return true;
 }
 

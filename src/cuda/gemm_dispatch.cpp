@@ -158,6 +158,11 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
   if (a.h_fp4 && (!a.h_scale || !std::isfinite(a.h_gs) || a.h_gs <= 0.0f))
     detail::fail_arg("gemm1: h_scale/h_gs: got " + std::string(a.h_scale ? "" : "no h_scale, ") + "h_gs " +
                      std::to_string(a.h_gs) + ", need e4m3 scales [row_space, I/16] and a finite h_gs > 0");
+  if (a.one_token.topk_ids && (!a.one_token.expert_map || !a.one_token.slot_row || a.one_token.k <= 0 ||
+                               a.one_token.num_experts <= 0))
+    detail::fail_arg("gemm1: one_token: got topk_ids without expert_map/slot_row or with k " +
+                     std::to_string(a.one_token.k) + ", num_experts " + std::to_string(a.one_token.num_experts) +
+                     ", need all three pointers and k, num_experts > 0");
   if (a.rows.rows_bound == 0) return;
   const Gemm1Args s = with_staged_activations(a, path, w, w.w13.K, a.a_gather, a.a_rows, stream);
   if (path == GemmPath::naive) naive_gemm1(w, s, stream);

@@ -21,6 +21,7 @@
 
 #include "cuda/common/check.hpp"
 #include "cuda/common/ptx.cuh"
+#include "cuda/local_expert.cuh"
 #include "cuda/pipeline.hpp"
 
 namespace fp4moe::cuda {
@@ -31,16 +32,12 @@ constexpr int64_t kMaxLocal = 12000;  // scan's int[L] + int[32] stay under 48 K
 constexpr int kCountThreads = 256;
 constexpr int kPlaceGroup = 4;  // steps of 32 slots whose loads permute_place issues together
 
-// The local expert of topk id `id`, or -1. Ids outside [-1, E) are never used as an index.
+// The local expert of topk id `id`, or -1 (local_expert); `report`: an id outside [-1, E) sets
+// kStatusBadId.
 __device__ __forceinline__ int local_of(int32_t id, const int32_t* __restrict__ map, int64_t E, int64_t num_local,
                                         uint32_t* status, bool report) {
-  if (id == -1) return -1;
-  if (id < -1 || id >= E) {
-    if (report) atomicOr(status, kStatusBadId);
-    return -1;
-  }
-  const int32_t l = map[id];
-  return (l >= 0 && l < num_local) ? l : -1;  // prepare checked the map; stay in bounds anyway
+  if (report && (id < -1 || id >= E)) atomicOr(status, kStatusBadId);
+  return local_expert(id, map, E, num_local);
 }
 
 __device__ __forceinline__ unsigned lanemask_lt() {

@@ -347,13 +347,17 @@ TEST_P(CudaLayerConformance, MatchesReference) {
           << "run " << rep << " differs from run 0";
     }
     // the default path launches the decode chain (GEMM 1 after the permute or the A preparation,
-    // GEMM 2, the combine) as programmatic dependents (sm_90, decode_pdl): launched normally
-    // (FP4MOE_DECODE_PDL=0), the same bits
+    // GEMM 2, the combine) as programmatic dependents (sm_90, decode_pdl), and at T = 1 its
+    // GEMM 1 finds its experts from the top-k ids itself: launched normally
+    // (FP4MOE_DECODE_PDL=0), or with GEMM 1 on the permute's rows (FP4MOE_DECODE_DIRECT=0), the
+    // same bits
     if (gemm.empty()) {
-      EnvVar no_pdl("FP4MOE_DECODE_PDL", "0");
-      const std::vector<float> plain = run.run();
-      EXPECT_EQ(std::memcmp(first.data(), plain.data(), first.size() * 4), 0)
-          << "FP4MOE_DECODE_PDL=0 differs from the default launch";
+      for (const char* var : {"FP4MOE_DECODE_PDL", "FP4MOE_DECODE_DIRECT"}) {
+        EnvVar off(var, "0");
+        const std::vector<float> plain = run.run();
+        EXPECT_EQ(std::memcmp(first.data(), plain.data(), first.size() * 4), 0)
+            << var << "=0 differs from the default launch";
+      }
     }
 
     // a CUDA graph of one forward replays to the same bits
