@@ -23,25 +23,28 @@ using testing::MoEProblem;
 
 constexpr int64_t kGuard = 64;  // poisoned floats before and after out
 
-class ScopedThreads {
+// Environment variable `name` set to `value` (nullptr: unset) for the scope.
+class ScopedEnv {
  public:
-  explicit ScopedThreads(const char* value) {
-    if (const char* old = std::getenv("FP4MOE_CPU_THREADS")) old_ = old;
-    if (value) setenv("FP4MOE_CPU_THREADS", value, 1);
-    else unsetenv("FP4MOE_CPU_THREADS");
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
   }
-  ~ScopedThreads() {
-    if (old_) setenv("FP4MOE_CPU_THREADS", old_->c_str(), 1);
-    else unsetenv("FP4MOE_CPU_THREADS");
+  ~ScopedEnv() {
+    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
+    else unsetenv(name_.c_str());
   }
 
  private:
+  std::string name_;
   std::optional<std::string> old_;
 };
 
-// The cpu backend on the problem's own canonical weights (no copy), with `threads` threads.
-std::unique_ptr<detail::Backend> cpu_on(const MoEProblem& p, const char* threads) {
-  ScopedThreads env(threads);
+// The cpu backend on the problem's own canonical weights (no copy), with `threads` threads and
+// FP4MOE_CPU_SIMD = `simd` (nullptr: unset, the default).
+std::unique_ptr<detail::Backend> cpu_on(const MoEProblem& p, const char* threads, const char* simd = nullptr) {
+  ScopedEnv env_threads("FP4MOE_CPU_THREADS", threads), env_simd("FP4MOE_CPU_SIMD", simd);
   return detail::cpu_backend_entry().create(p.host, PrepareOptions{});
 }
 
@@ -98,6 +101,12 @@ TEST_P(CpuBackendCase, MatchesReferenceAndIgnoresThreadCount) {
       run_f32(p, three->workspace_size(p.c.T), [&](const ForwardArgs& x) { three->forward(x); });
   EXPECT_TRUE(bit_equal(a, b)) << "1 thread vs 3 threads differ";
   EXPECT_TRUE(bit_equal(a, got)) << "1 thread vs the default thread count differ";
+
+  // the SIMD paths (AVX2 where the CPU has it) against the scalar loops: the same bits
+  const auto scalar = cpu_on(p, "3", "0");
+  const std::vector<float> c =
+      run_f32(p, scalar->workspace_size(p.c.T), [&](const ForwardArgs& x) { scalar->forward(x); });
+  EXPECT_TRUE(bit_equal(a, c)) << "FP4MOE_CPU_SIMD=0 differs from the default";
 }
 
 INSTANTIATE_TEST_SUITE_P(Conformance, CpuBackendCase, ::testing::ValuesIn(testing::conformance_cases(false)),
@@ -209,7 +218,7 @@ TEST(CpuBackendSelect, EntryIsAvailableOnTheCpu) {
 
 TEST(CpuBackendSelect, BadThreadVariableIsNamed) {
   const MoEProblem p = testing::make_problem(small("bad_threads", WeightFormat::nvfp4, ActQuant::none));
-  ScopedThreads env("zero");
+  ScopedEnv env("FP4MOE_CPU_THREADS", "zero");
   try {
     detail::cpu_backend_entry().create(p.host, PrepareOptions{});
     ADD_FAILURE() << "no error";
@@ -217,6 +226,19 @@ TEST(CpuBackendSelect, BadThreadVariableIsNamed) {
     EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("FP4MOE_CPU_THREADS"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("'zero'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CpuBackendSelect, BadSimdVariableIsNamed) {
+  const MoEProblem p = testing::make_problem(small("bad_simd", WeightFormat::nvfp4, ActQuant::none));
+  ScopedEnv env("FP4MOE_CPU_SIMD", "yes");
+  try {
+    detail::cpu_backend_entry().create(p.host, PrepareOptions{});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("FP4MOE_CPU_SIMD"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'yes'"), std::string::npos) << e.what();
   }
 }
 

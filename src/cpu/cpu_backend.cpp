@@ -25,6 +25,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "backend.hpp"
 #include "format/quant.hpp"
 #include "fp4moe/format.h"
@@ -56,31 +60,97 @@ float activation(const LayerDesc& d, float g, float u) {
   return (u + 1.0f) * g * (1.0f / (1.0f + std::exp(-d.swiglu_alpha * g)));
 }
 
-struct E2m1Table {
-  float v[16];
-  E2m1Table() {
-    for (int c = 0; c < 16; ++c) v[c] = e2m1_to_f32(uint8_t(c));
+// Every code's value, e2m1 (the weights), e4m3 (NVFP4 scales) and e8m0 (MXFP4 scales): the
+// format functions' own results, looked up.
+struct CodeTables {
+  float e2m1[16], e4m3[256], e8m0[256];
+  CodeTables() {
+    for (int c = 0; c < 16; ++c) e2m1[c] = e2m1_to_f32(uint8_t(c));
+    for (int c = 0; c < 256; ++c) {
+      e4m3[c] = e4m3_to_f32(uint8_t(c));
+      e8m0[c] = e8m0_to_f32(uint8_t(c));
+    }
   }
 };
-const E2m1Table kE2m1;
+const CodeTables kCodes;
 
 // rows [r0, r1) of one FP4 matrix (rows, K/2) u8 + scale (rows, K/block) -> tile (r1-r0, K)
-// f32, each weight (e2m1 * scale) * dq as SPEC §2 dequantizes it.
-void dequantize(const uint8_t* data, const uint8_t* scale, int block, float dq, int64_t K, int64_t r0,
-                int64_t r1, float* tile) {
+// f32, each weight (e2m1 * scale) * dq as SPEC §2 dequantizes it: the reference's two fp32
+// products in its order, so the same bits on every path. The forward's hot spot at small T,
+// where each dequantized row meets few tokens.
+void dequantize_scalar(const uint8_t* data, const uint8_t* scale, int block, float dq, int64_t K, int64_t r0,
+                       int64_t r1, float* tile) {
+  const float* sv = block == kNvfp4Block ? kCodes.e4m3 : kCodes.e8m0;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* q = data + r * (K / 2);
     const uint8_t* s = scale + r * (K / block);
     float* o = tile + (r - r0) * K;
     for (int64_t b = 0; b < K / block; ++b) {
-      const float sc = block == kNvfp4Block ? e4m3_to_f32(s[b]) : e8m0_to_f32(s[b]);
+      const float sc = sv[s[b]];
       for (int64_t k = b * block; k < (b + 1) * block; k += 2) {
         const uint8_t byte = q[k / 2];
-        o[k] = (kE2m1.v[unpack_e2m1(byte, 0)] * sc) * dq;
-        o[k + 1] = (kE2m1.v[unpack_e2m1(byte, 1)] * sc) * dq;
+        o[k] = (kCodes.e2m1[unpack_e2m1(byte, 0)] * sc) * dq;
+        o[k + 1] = (kCodes.e2m1[unpack_e2m1(byte, 1)] * sc) * dq;
       }
     }
   }
+}
+
+#if defined(__x86_64__)
+// The same with AVX2, 16 codes (8 bytes) per step (K is a multiple of 16, and so is a block):
+// the bytes widened to 32 bits, split into low and high nibbles, interleaved back to code
+// order, each magnitude looked up from the 8-entry table in one permute, its sign bit put in
+// place, then the same two products.
+__attribute__((target("avx2"))) void dequantize_avx2(const uint8_t* data, const uint8_t* scale, int block, float dq,
+                                                     int64_t K, int64_t r0, int64_t r1, float* tile) {
+  const float* sv = block == kNvfp4Block ? kCodes.e4m3 : kCodes.e8m0;
+  const __m256 table = _mm256_loadu_ps(kCodes.e2m1);  // codes 0-7: the magnitudes
+  const __m256i seven = _mm256_set1_epi32(7), eight = _mm256_set1_epi32(8), fifteen = _mm256_set1_epi32(15);
+  const __m256 vdq = _mm256_set1_ps(dq);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* q = data + r * (K / 2);
+    const uint8_t* s = scale + r * (K / block);
+    float* o = tile + (r - r0) * K;
+    for (int64_t k = 0; k < K; k += 16) {
+      const __m256 vsc = _mm256_set1_ps(sv[s[k / block]]);
+      const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + k / 2)));
+      const __m256i lo = _mm256_and_si256(bytes, fifteen), hi = _mm256_srli_epi32(bytes, 4);
+      const __m256i a = _mm256_unpacklo_epi32(lo, hi), b = _mm256_unpackhi_epi32(lo, hi);
+      const __m256i codes[2] = {_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31)};
+      for (int h = 0; h < 2; ++h) {
+        const __m256 mag = _mm256_permutevar8x32_ps(table, _mm256_and_si256(codes[h], seven));
+        const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(codes[h], eight), 28);
+        const __m256 v = _mm256_or_ps(mag, _mm256_castsi256_ps(sign));
+        _mm256_storeu_ps(o + k + 8 * h, _mm256_mul_ps(_mm256_mul_ps(v, vsc), vdq));
+      }
+    }
+  }
+}
+const bool kHasAvx2 = __builtin_cpu_supports("avx2");
+#endif
+
+// simd: the AVX2 path where the CPU has one (the backend's choice, FP4MOE_CPU_SIMD).
+void dequantize(const uint8_t* data, const uint8_t* scale, int block, float dq, int64_t K, int64_t r0, int64_t r1,
+                float* tile, bool simd) {
+#if defined(__x86_64__)
+  if (simd) return dequantize_avx2(data, scale, block, dq, K, r0, r1, tile);
+#endif
+  dequantize_scalar(data, scale, block, dq, K, r0, r1, tile);
+}
+
+// Whether this CPU and FP4MOE_CPU_SIMD (unset or 1: yes; 0: the scalar loops, for comparison)
+// let the backend use its SIMD paths (the same bits either way).
+bool simd_wanted() {
+  bool ok = false;
+#if defined(__x86_64__)
+  ok = kHasAvx2;
+#endif
+  if (const char* env = std::getenv("FP4MOE_CPU_SIMD")) {
+    const std::string v = env;
+    if (v != "0" && v != "1") fail_arg("FP4MOE_CPU_SIMD: got '" + v + "', need 0 or 1");
+    if (v == "0") ok = false;
+  }
+  return ok;
 }
 
 // Runs fn(item, thread) for item in [0, n) on up to `threads` threads (the caller is
@@ -156,7 +226,8 @@ struct Buffers {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(std::shared_ptr<const HostWeights> w, int threads) : w_(std::move(w)), threads_(threads) {
+  CpuBackend(std::shared_ptr<const HostWeights> w, int threads, bool simd)
+      : w_(std::move(w)), threads_(threads), simd_(simd) {
     desc = w_->desc;
     num_local = w_->num_local;
     name = "cpu";
@@ -290,8 +361,8 @@ class CpuBackend final : public Backend {
       const uint8_t* s = w.w13_scale.data() + e * 2 * I * (H / w.block);
       float* gate = b.tiles + tid * tile;  // (n, H)
       float* up = gate + kRows * H;        // (n, H)
-      dequantize(q, s, w.block, w.w13_dq[e], H, i0, i1, gate);
-      dequantize(q, s, w.block, w.w13_dq[e], H, I + i0, I + i1, up);
+      dequantize(q, s, w.block, w.w13_dq[e], H, i0, i1, gate, simd_);
+      dequantize(q, s, w.block, w.w13_dq[e], H, I + i0, I + i1, up, simd_);
       const float* b13 = w.w13_bias.empty() ? nullptr : w.w13_bias.data() + e * 2 * I;  // (2I) gate | up
       for (int64_t p = b.offset[e]; p < b.offset[e + 1]; ++p) {
         const float* a = b.A + int64_t(b.src[p]) * H;
@@ -316,7 +387,7 @@ class CpuBackend final : public Backend {
       if (b.offset[e] == b.offset[e + 1]) return;
       float* down = b.tiles + tid * tile;  // (n, I)
       dequantize(w.w2.data() + e * H * (I / 2), w.w2_scale.data() + e * H * (I / w.block), w.block, w.w2_dq[e], I,
-                 o0, o1, down);
+                 o0, o1, down, simd_);
       const float* b2 = w.w2_bias.empty() ? nullptr : w.w2_bias.data() + e * H;  // (H)
       for (int64_t p = b.offset[e]; p < b.offset[e + 1]; ++p) {
         const float* h = b.Hs + p * I;
@@ -328,10 +399,11 @@ class CpuBackend final : public Backend {
 
   std::shared_ptr<const HostWeights> w_;
   int threads_;
+  bool simd_;
 };
 
 std::unique_ptr<Backend> create_cpu(std::shared_ptr<const HostWeights> w, const PrepareOptions&) {
-  return std::make_unique<CpuBackend>(std::move(w), thread_count());
+  return std::make_unique<CpuBackend>(std::move(w), thread_count(), simd_wanted());
 }
 
 }  // namespace
