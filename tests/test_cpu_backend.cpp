@@ -216,31 +216,24 @@ TEST(CpuBackendSelect, EntryIsAvailableOnTheCpu) {
   EXPECT_EQ(e.why_not_here(), "");
 }
 
-TEST(CpuBackendSelect, BadThreadVariableIsNamed) {
-  const MoEProblem p = testing::make_problem(small("bad_threads", WeightFormat::nvfp4, ActQuant::none));
-  ScopedEnv env("FP4MOE_CPU_THREADS", "zero");
+// The backend's environment variables: a bad value fails creation with invalid_argument, naming
+// the variable and the value.
+void expect_bad_variable_named(const char* name, const char* value) {
+  const MoEProblem p = testing::make_problem(small("bad_env", WeightFormat::nvfp4, ActQuant::none));
+  ScopedEnv env(name, value);
   try {
     detail::cpu_backend_entry().create(p.host, PrepareOptions{});
-    ADD_FAILURE() << "no error";
+    ADD_FAILURE() << name << "=" << value << ": no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("FP4MOE_CPU_THREADS"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("'zero'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'" + std::string(value) + "'"), std::string::npos) << e.what();
   }
 }
 
-TEST(CpuBackendSelect, BadSimdVariableIsNamed) {
-  const MoEProblem p = testing::make_problem(small("bad_simd", WeightFormat::nvfp4, ActQuant::none));
-  ScopedEnv env("FP4MOE_CPU_SIMD", "yes");
-  try {
-    detail::cpu_backend_entry().create(p.host, PrepareOptions{});
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("FP4MOE_CPU_SIMD"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("'yes'"), std::string::npos) << e.what();
-  }
-}
+TEST(CpuBackendSelect, BadThreadVariableIsNamed) { expect_bad_variable_named("FP4MOE_CPU_THREADS", "zero"); }
+
+TEST(CpuBackendSelect, BadSimdVariableIsNamed) { expect_bad_variable_named("FP4MOE_CPU_SIMD", "yes"); }
 
 }  // namespace
 }  // namespace fp4moe
