@@ -126,7 +126,6 @@ __attribute__((target("avx2"))) void dequantize_avx2(const uint8_t* data, const 
     }
   }
 }
-const bool kHasAvx2 = __builtin_cpu_supports("avx2");
 #endif
 
 // simd: the AVX2 path where the CPU has one (the backend's choice, FP4MOE_CPU_SIMD).
@@ -143,7 +142,8 @@ void dequantize(const uint8_t* data, const uint8_t* scale, int block, float dq, 
 bool simd_wanted() {
   bool ok = false;
 #if defined(__x86_64__)
-  ok = kHasAvx2;
+  __builtin_cpu_init();  // asked at backend creation, not in a static initializer
+  ok = __builtin_cpu_supports("avx2");
 #endif
   if (const char* env = std::getenv("FP4MOE_CPU_SIMD")) {
     const std::string v = env;
