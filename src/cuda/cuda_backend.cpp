@@ -4,11 +4,13 @@
 // so it can be captured in a CUDA graph; results are bit-identical run to run.
 //
 // standard:  permute (1 kernel, or memset status + 3 kernels) | rows prep (0-1) | A prep (0-1) | gemm1 | gemm2 | combine
+//            (a one-kernel permute with an A prep kernel: A prep, then the permute as its dependent)
 // batched:   memset status | clamp counts | rows prep (0-1) | A prep (0-1) | gemm1 | gemm2 | writeback
 // (rows prep: the stream GEMM path's active-expert list, gemm_prepare_rows)
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -160,6 +162,17 @@ class CudaBackend final : public Backend {
 
     uint32_t* status = at<uint32_t>(ws, l.status);  // zeroed by permute
 
+    cuda::ActRows src;
+    src.x = X.data;
+    src.dtype = X.dtype;
+    src.rows = T;
+    src.K = H;
+    src.row_stride = X.stride[0];
+    if (args.apply_router_weight_on_input) {
+      src.row_weight = static_cast<const float*>(args.topk_weights.data);  // k == 1: row t's weight
+      src.weight_stride = 1;
+    }
+
     cuda::PermuteArgs p;
     p.topk_ids = static_cast<const int32_t*>(args.topk_ids.data);
     p.expert_map = map_->as<int32_t>();
@@ -173,28 +186,27 @@ class CudaBackend final : public Backend {
     p.row_token = at<int32_t>(ws, l.row_token);
     p.slot_row = at<int32_t>(ws, l.slot_row);
     p.scratch = at<int32_t>(ws, l.scratch);
+
+    // The activation preparation reads only x, the permute only the ids: where both are one
+    // kernel, the preparation runs first and the permute as its programmatic dependent, so the
+    // chain to GEMM 1 has no full launch gap (FP4MOE_PREP_FIRST=0: the permute first).
+    cuda::Gemm1Args g1;
+    const char* prep_env = std::getenv("FP4MOE_PREP_FIRST");  // read per call, for A/B runs
+    const bool prep_first = prepare_launches(src) && cuda::permute_one_kernel(T * k, num_local) &&
+                            cuda::decode_pdl(device_id) && !(prep_env && prep_env[0] == '0');
+    if (prep_first) prepare_a(src, l, ws, g1, stream);
+    p.dependent = prep_first;
     const bool permuted_by_kernel = cuda::permute(p, stream);
 
     cuda::ExpertRows rows{p.begin, p.count, T * k, T * k};
-    cuda::Gemm1Args g1;
     set_partials(l, ws, g1.partials, g1.partials_bytes);
     cuda::gemm_prepare_rows(*dw_, path_, rows, g1.partials, g1.partials_bytes, stream);
     g1.rows = rows;
     g1.a_gather = p.row_token;
     g1.a_rows = T;
-    cuda::ActRows src;
-    src.x = X.data;
-    src.dtype = X.dtype;
-    src.rows = T;
-    src.K = H;
-    src.row_stride = X.stride[0];
-    if (args.apply_router_weight_on_input) {
-      src.row_weight = static_cast<const float*>(args.topk_weights.data);  // k == 1: row t's weight
-      src.weight_stride = 1;
-    }
-    prepare_a(src, l, ws, g1, stream);
+    if (!prep_first) prepare_a(src, l, ws, g1, stream);
     set_h(l, ws, g1);
-    g1.after_kernel = permuted_by_kernel;  // the permute's last kernel, or the A preparation's after it
+    g1.after_kernel = permuted_by_kernel;  // the permute's last kernel, or the A preparation's after it or before it
     if (T == 1) g1.one_token = {p.topk_ids, p.expert_map, p.E, int(k), p.slot_row};
     cuda::gemm1(*dw_, g1, path_, stream);
 
@@ -287,6 +299,12 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Whether prepare_a launches a kernel: all but bf16 x taken as it is.
+  bool prepare_launches(const cuda::ActRows& src) const {
+    return a_values_ || desc.act_quant == ActQuant::nvfp4 ||
+           !(src.dtype == DType::bf16 && !src.row_weight && src.row_stride == src.K);
+  }
+
   // GEMM-1 input: NVFP4 (W4A4) as its bf16 values where the path runs them (a_values_) or as
   // NVFP4 data, x itself (bf16, unweighted), or x converted to bf16.
   void prepare_a(const cuda::ActRows& src, const Layout& l, const TensorView& ws, cuda::Gemm1Args& g1,

@@ -20,6 +20,7 @@
 #include <climits>
 
 #include "cuda/common/check.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/local_expert.cuh"
 #include "cuda/pipeline.hpp"
@@ -135,6 +136,9 @@ __global__ void permute_fused(PermuteArgs a) {
   }
   __syncwarp();
   warp_place<1>(a, 0, N, hist);
+  // As the dependent of the activation preparation (PermuteArgs::dependent): this grid ends
+  // after that one, so GEMM 1's wait for this grid covers it. Immediate when launched normally.
+  ptx::grid_dependency_wait();
 }
 
 // General path, kernel 1 (one CTA per chunk of chunk_slots slots): scratch[c * L + e] =
@@ -290,9 +294,8 @@ bool permute(const PermuteArgs& a, cudaStream_t stream) {
   if (N > INT_MAX)
     detail::fail(ErrorKind::unsupported, "permute: tokens * top_k: got " + std::to_string(N) + ", need <= " +
                                              std::to_string(INT_MAX) + " (int32 row positions)");
-  if (N <= kPermuteFusedSlots) {  // it zeroes the status word itself (lane 0)
-    permute_fused<<<1, 32, hist_bytes, stream>>>(a);
-    FP4MOE_CUDA_CHECK_LAUNCH();
+  if (permute_one_kernel(N, L)) {  // it zeroes the status word itself (lane 0)
+    launch_kernel(permute_fused, dim3(1), dim3(32), hist_bytes, a.dependent, stream, a);
     return true;
   }
   FP4MOE_CUDA_CHECK(cudaMemsetAsync(a.status, 0, sizeof(uint32_t), stream));

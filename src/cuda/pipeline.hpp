@@ -80,10 +80,20 @@ struct PermuteArgs {
   int32_t* row_token = nullptr;        // (T*k)
   int32_t* slot_row = nullptr;         // (T*k)
   int32_t* scratch = nullptr;          // (permute_scratch_ints)
+  // Launch the one-kernel permute (permute_one_kernel) as the programmatic dependent of the
+  // kernel just before it on the stream, which must not read or write what the permute writes
+  // (the activation preparation). It waits for that grid at its end, so that a dependent of the
+  // permute that waits for it also waits for that grid. Ignored on the three-kernel path.
+  bool dependent = false;
 };
 // True when its last op was a kernel (N > 0, L > 0): the next may be launched as its
 // programmatic dependent (Gemm1Args::after_kernel).
 bool permute(const PermuteArgs& a, cudaStream_t stream);
+// Whether permute() runs as one kernel (PermuteArgs::dependent applies): 1 ... kPermuteFusedSlots
+// slots and at least one local expert.
+inline bool permute_one_kernel(int64_t slots, int64_t num_local) {
+  return slots > 0 && slots <= kPermuteFusedSlots && num_local > 0;
+}
 
 // Batched format: begin[e] = e*M, count[e] = expert_num_tokens[e] clamped to [0, M]
 // (out-of-range counts set kStatusCountOverM / kStatusCountNegative).
