@@ -299,10 +299,13 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // Whether prepare_a launches a kernel: all but bf16 x taken as it is.
+  // Whether x can be GEMM 1's bf16 input as it is: bf16, unweighted, rows contiguous.
+  static bool x_as_is(const cuda::ActRows& src) {
+    return src.dtype == DType::bf16 && !src.row_weight && src.row_stride == src.K;
+  }
+  // Whether prepare_a launches a kernel: every case but a W4A16 layer's x taken as it is.
   bool prepare_launches(const cuda::ActRows& src) const {
-    return a_values_ || desc.act_quant == ActQuant::nvfp4 ||
-           !(src.dtype == DType::bf16 && !src.row_weight && src.row_stride == src.K);
+    return a_values_ || desc.act_quant == ActQuant::nvfp4 || !x_as_is(src);
   }
 
   // GEMM-1 input: NVFP4 (W4A4) as its bf16 values where the path runs them (a_values_) or as
@@ -321,7 +324,7 @@ class CudaBackend final : public Backend {
       g1.a_fp4 = data;
       g1.a_scale = scale;
       g1.a_dq = w_->a13_dq;
-    } else if (src.dtype == DType::bf16 && !src.row_weight && src.row_stride == src.K) {
+    } else if (x_as_is(src)) {
       g1.a_bf16 = static_cast<const uint16_t*>(src.x);
     } else {
       uint16_t* a = at<uint16_t>(ws, l.a_bf16);
