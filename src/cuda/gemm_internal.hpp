@@ -419,25 +419,44 @@ struct Sm90Problem {
 // 2-13% faster.
 inline constexpr int kSm90SplitMinWaves = 4;
 // The split (Sm90Config::split): an expert's rows run as 128-token tiles, but where its last
-// tile would hold 64 rows or fewer, that one runs as a 64-token tile, in a second launch.
-// A launch's TileSpan says which of an expert's tiles it runs:
+// tile would hold 64 rows or fewer, that one runs as a 64-token tile, in a second launch. The
+// width split (Sm90Config::narrow_width) cuts the last tile again: where it holds at most
+// 8 * narrow_width rows it runs in a launch of its own whose wgmma is that narrow (rsws4's
+// 64-token tiles unsplit: two launches; the split: three).
+// A launch's TileSpan says which of an expert's tiles it runs, with its SpanCut:
 //   all     ceil(count / tile) tiles of `tile` rows from row 0 (every unsplit launch)
-//   wide    the 128-token tiles: count / 128, plus one when count % 128 > 64
-//   narrow  the 64-token tile of the last count % 128 rows when that is 1..64; else none
+//   wide    the cut's tiles: count / cut.tile, plus one when count % cut.tile > cut.limit
+//   narrow  one tile of the last count % cut.tile rows when that is in (cut.floor, cut.limit];
+//           else none
+// The cuts: the split's wide and narrow launches {128, 64, 0}; with a width split, its 64-wide
+// narrow launch {128, 64, 8w} and the w-wide one {128, 8w, 0}; rsws4's width split {64, 8w, 0}
+// for both of its launches.
 enum class TileSpan : int { all = 0, wide = 1, narrow = 2 };
 inline constexpr int kSplitWideTile = 128, kSplitNarrowTile = 64;
-// tile: the launch's token tile; wide and narrow launches have kSplitWideTile and
-// kSplitNarrowTile (launch_split), and their counts use those constants.
-FP4MOE_HD int span_tiles(int count, int tile, TileSpan span) {
-  const int rest = count % kSplitWideTile;
-  if (span == TileSpan::wide) return count / kSplitWideTile + (rest > kSplitNarrowTile ? 1 : 0);
-  if (span == TileSpan::narrow) return rest > 0 && rest <= kSplitNarrowTile ? 1 : 0;
+struct SpanCut {
+  int tile = kSplitWideTile;     // rows of a wide tile
+  int limit = kSplitNarrowTile;  // the most rows of a narrow tile
+  int floor = 0;                 // a narrow tile has more rows than this
+};
+// tile: the launch's token tile (span all only: wide and narrow count by their cut).
+FP4MOE_HD int span_tiles(int count, int tile, TileSpan span, SpanCut cut = SpanCut{}) {
+  const int rest = count % cut.tile;
+  if (span == TileSpan::wide) return count / cut.tile + (rest > cut.limit ? 1 : 0);
+  if (span == TileSpan::narrow) return rest > cut.floor && rest <= cut.limit ? 1 : 0;
   return (count + tile - 1) / tile;
 }
 // The row (in the expert's rows) where a launch's tile 0 starts.
-FP4MOE_HD int span_first_row(int count, TileSpan span) {
-  return span == TileSpan::narrow ? count - count % kSplitWideTile : 0;
+FP4MOE_HD int span_first_row(int count, TileSpan span, SpanCut cut = SpanCut{}) {
+  return span == TileSpan::narrow ? count - count % cut.tile : 0;
 }
+// The width split's narrow widths (n8 tiles of the wgmma N): rsws4 has a kernel for each.
+inline constexpr int kMinNarrowWidth = 2, kMaxNarrowWidth = 7;
+// The width split only where the GEMM has at least this many waves of units (256 weight rows
+// of one expert each, over the SMs): its extra launch ends on its own last units. Measured on
+// the H200 (W4A16, µs per layer, split against not): qwen3-235b T = 256 / 512 (11.6-15.5 waves)
+// 637.7 / 656.9 -> 601.0 / 623.6, deepseek-v3 T = 512 (31-55) 2,864.9 -> 2,663.5; qwen3-30b
+// T = 256 / 512 (5.8-7.8) 198.2 / 207.6 -> 204.0 / 226.0.
+inline constexpr int kSm90WidthSplitMinWaves = 10;
 
 struct Sm90Config {
   bool use = false;         // false: too few rows per expert, run the fast path
@@ -451,6 +470,13 @@ struct Sm90Config {
   bool split = false;
   int64_t wide_tiles = 0;    // bound on the wide tiles: sum count / 128 + 1
   int64_t narrow_tiles = 0;  // bound on the narrow tiles: one per expert with rows
+  // The width split (rsws4 unsplit, or the split): last tiles of at most 8 * narrow_width
+  // rows run in a launch at that wgmma width (TileSpan narrow), chosen for the least expected
+  // MMA width over uniform routing's row counts; 8: no width split (kSm90WidthSplitMinWaves).
+  // Why: a tile's MMA grows with its width, not its rows. H200, W4A16, µs per layer, width
+  // split against not (notes v17): kimi-k2 T = 768 / 1024 / 2048 4,206 / 4,301 / 4,783 ->
+  // 3,721 / 3,932 / 4,597; deepseek-v3 T = 512 / 1024 2,779 / 3,032 -> 2,382 / 2,848.
+  int narrow_width = 8;
   std::string why;
 };
 Sm90Config choose_sm90_config(const Sm90Problem& p);
@@ -482,6 +508,12 @@ Sm90Kernel sm90_kernel_for(const Sm90Config& c);
 // Tests: launch the persistent (warp-specialized) kernels with at most `ctas` CTAs (0: the default, one per
 // SM), so that each CTA walks many (slot, row tile) units.
 void set_sm90_ws_grid_limit(int ctas);
+// Tests: the width split's narrow width where it applies (kMinNarrowWidth..kMaxNarrowWidth;
+// 8: never split; 0: Sm90Config::narrow_width, the default). FP4MOE_SM90_WIDTHS=0 in the
+// environment (read per GEMM) also runs every tile at 64.
+void set_sm90_narrow_width(int width);
+// How many GEMMs ran width split (tests: proves it ran).
+int64_t sm90_width_split_launches();
 
 // ---------------------------------------------------------------------------
 // NVFP4 activations on the wgmma path: staging through bf16 (nvfp4_staging.cu; A staged by

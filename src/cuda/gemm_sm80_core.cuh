@@ -36,14 +36,15 @@ __device__ __forceinline__ uint32_t scale_rows_bf16x2(uint32_t word, int byte, b
 // thread index: threads [0, kTok) call it).
 //   s_orow [kTok]  output row of token j (begin[e] + tile * kTok + j), -1 past the expert's rows
 //   s_arow [kTok]  its A row (through a_gather when given), -1 likewise
-// With a span (gemm_internal.hpp TileSpan), the tiles are that span's: tile 0 starts at
-// span_first_row.
+// With a span (gemm_internal.hpp TileSpan, cut as its launch's), the tiles are that span's:
+// tile 0 starts at span_first_row.
 template <int kTok>
 __device__ __forceinline__ void fill_row_tables(int e, int tile, const int32_t* begin, const int32_t* count,
                                                 const int32_t* a_gather, int64_t* s_arow, int64_t* s_orow,
-                                                int j = int(threadIdx.x), TileSpan span = TileSpan::all) {
+                                                int j = int(threadIdx.x), TileSpan span = TileSpan::all,
+                                                SpanCut cut = SpanCut{}) {
   const int n = count[e];
-  const int row_in_expert = span_first_row(n, span) + tile * kTok + j;
+  const int row_in_expert = span_first_row(n, span, cut) + tile * kTok + j;
   const bool valid = row_in_expert < n;
   const int64_t r = int64_t(begin[e]) + row_in_expert;
   s_orow[j] = valid ? r : -1;
@@ -51,16 +52,17 @@ __device__ __forceinline__ void fill_row_tables(int e, int tile, const int32_t* 
 }
 
 // One warp (all 32 lanes): the (expert, token tile) of `slot` from a warp scan over count[]
-// (slots are numbered expert after expert, span_tiles(count, kTok, span) each: by default
+// (slots are numbered expert after expert, span_tiles(count, kTok, span, cut) each: by default
 // ceil(count / kTok)); lane 0 writes them, expert -1 when the slot is past the real work.
 template <int kTok>
 __device__ __forceinline__ void find_slot(int64_t slot, const int32_t* count, int64_t num_experts, int lane,
-                                          int* s_expert, int* s_tile, TileSpan span = TileSpan::all) {
+                                          int* s_expert, int* s_tile, TileSpan span = TileSpan::all,
+                                          SpanCut cut = SpanCut{}) {
   int found_e = -1, found_t = 0;
   int64_t base = 0;
   for (int e0 = 0; e0 < num_experts; e0 += 32) {
     const int e = e0 + lane;
-    const int tiles = e < num_experts ? span_tiles(max(count[e], 0), kTok, span) : 0;
+    const int tiles = e < num_experts ? span_tiles(max(count[e], 0), kTok, span, cut) : 0;
     int incl = tiles;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {

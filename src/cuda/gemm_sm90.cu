@@ -45,7 +45,9 @@
 // every token tile, in its wide variant (rsws4) at 64-token tiles, and split where the batch
 // has the tiles for it (kSm90SplitMinWaves): each expert's rows run as 128-token tiles (rsws),
 // but a last tile of 64 rows or fewer runs as a 64-token tile (rsws4), in a second launch
-// (launch_split). The two below stay as the measured alternatives and are tested like it.
+// (launch_split). With the width split (Sm90Config::narrow_width, launch_width_split), rsws4's
+// last tiles of few rows run in a launch of their own at a narrower wgmma (m64n{16..56}k16).
+// The two below stay as the measured alternatives and are tested like it.
 //
 // The SS warp-specialized kernel (ws). Why: the RS kernel is latency-bound (H200 ncu, notes
 // of 2026-11-30: 8-16 warps per SM, issue slots 33% busy, ~6 cycles per issued
@@ -69,11 +71,14 @@
 //   - No CTA-wide barrier after the setup; the race-freedom argument is at the kernel.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
+#include <utility>
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -86,6 +91,27 @@
 #include "cuda/gemm_sm80_core.cuh"
 
 namespace fp4moe::cuda {
+
+namespace {
+
+// The width split's narrow width (Sm90Config::narrow_width) for last tiles of `mean` rows on
+// average (an expert's rows ~ normal with standard deviation `sd`: Poisson counts, uniform
+// routing): the width of least expected MMA width per last tile, a tile of more than 8 w rows
+// at 64; 8 (none) unless that saves a tenth. kimi-k2 T = 768 / 1024 / 2048 (16 / 22 / 43
+// rows): 3 / 4 / 6; T = 8192 (171 = 128 + 43, sd 13): 6; qwen3-235b T = 512 (32): 5.
+int narrow_width_of(double mean, double sd) {
+  sd = std::max(sd, 1.0);
+  int best = 8;
+  double best_cost = 64.0 * 0.9;
+  for (int w = kMinNarrowWidth; w <= kMaxNarrowWidth; ++w) {
+    const double fits = 0.5 * std::erfc(-(8.0 * w + 0.5 - mean) / (sd * std::sqrt(2.0)));  // P(rows <= 8 w)
+    const double cost = fits * 8.0 * w + (1.0 - fits) * 64.0;
+    if (cost < best_cost) best = w, best_cost = cost;
+  }
+  return best;
+}
+
+}  // namespace
 
 Sm90Config choose_sm90_config(const Sm90Problem& p) {
   Sm90Config c;
@@ -119,10 +145,20 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   c.split = p.rows_bound / kSplitWideTile * c.grid_x >= int64_t(kSm90SplitMinWaves) * std::max(p.num_sms, 1);
   c.wide_tiles = std::min<int64_t>(p.rows_bound / kSplitWideTile + p.num_experts, p.rows_bound);
   c.narrow_tiles = std::min<int64_t>(p.num_experts, p.rows_bound);
+  // The width split: on rsws4's 64-token tiles below 64 rows per expert, or on the split's
+  // narrow tiles (the last per_expert % 128 rows, when at most 64), with enough waves of units.
+  const double sd = std::sqrt(double(per_expert));
+  const int64_t rest = per_expert % kSplitWideTile;
+  const bool waves = c.grid_x * active >= int64_t(kSm90WidthSplitMinWaves) * std::max(p.num_sms, 1);
+  if (waves && c.split && rest <= kSplitNarrowTile) c.narrow_width = narrow_width_of(double(rest), sd);
+  if (waves && !c.split && c.token_tile == 64 && per_expert < 64) c.narrow_width = narrow_width_of(double(per_expert), sd);
   c.why = std::to_string(per_expert) + " rows per active expert: wgmma, " +
           (c.split ? "128-token tiles and 64-token last tiles (split; unsplit: " + std::to_string(c.token_tile) +
                          " tokens per CTA)"
-                   : std::to_string(c.token_tile) + " tokens per CTA (too few tiles to split)");
+                   : std::to_string(c.token_tile) + " tokens per CTA (too few tiles to split)") +
+          (c.narrow_width < 8 ? "; last tiles of <= " + std::to_string(8 * c.narrow_width) +
+                                    " rows at that wgmma width (width split)"
+                              : "");
   return c;
 }
 
@@ -200,6 +236,7 @@ struct Params {
   float a_mult;  // a_dq
   int64_t tiles;
   TileSpan span;  // which of an expert's tiles this launch runs (persistent kernels; the rs kernel: all)
+  SpanCut cut;    // where span cuts (the split's or the width split's)
   sm80::Epilogue epi;
 };
 
@@ -490,14 +527,14 @@ struct UnitTables {
   // [0, kTok) fill the rows), announced on full. Returns the unit's expert.
   template <int kProducers>
   __device__ int produce(int n, int64_t slot, const ExpertRows& rows, const int32_t* a_gather, int64_t num_experts,
-                         TileSpan span, int ptid) {
+                         TileSpan span, SpanCut cut, int ptid) {
     const int b = n % 2;
     ptx::mbarrier_wait_parity(shared_address(&empty[b]), ((n / 2) & 1) ^ 1);  // unit n - 2's epilogue is done
-    if (ptid < 32) sm80::find_slot<kTok>(slot, rows.count, num_experts, ptid, &expert[b], &tile[b], span);
+    if (ptid < 32) sm80::find_slot<kTok>(slot, rows.count, num_experts, ptid, &expert[b], &tile[b], span, cut);
     ptx::named_barrier_sync(kWsProducerBarrier, kProducers);
     const int e = expert[b];
     if (e >= 0 && ptid < kTok)
-      sm80::fill_row_tables<kTok>(e, tile[b], rows.begin, rows.count, a_gather, arow[b], orow[b], ptid, span);
+      sm80::fill_row_tables<kTok>(e, tile[b], rows.begin, rows.count, a_gather, arow[b], orow[b], ptid, span, cut);
     ptx::named_barrier_sync(kWsProducerBarrier, kProducers);  // the A rows, visible to all producers
     ptx::mbarrier_arrive(shared_address(&full[b]));
     return e;
@@ -694,7 +731,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
       const int e =
-          tables.template produce<kWsProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, ptid);
+          tables.template produce<kWsProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, p.cut, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
       // Sources of k-block 0 (+ a per-k-block stride).
@@ -911,9 +948,14 @@ struct RsWsTile : StageLayout<NT> {
 // MX: the weights' scales are MX exponents (w.block == 32), known at compile time: the scale
 // selection of every k-block then folds to constants (at run time it was ~25 instructions
 // per k-block and warp, which ptxas recomputed rather than keep in registers).
-template <int NT, bool GEMM1, int kCw, bool MX>
+//
+// NU: the width of the consumers' wgmma (m64n{8 NU}k16), NT but in the width split's narrow
+// launches (Sm90Config::narrow_width), whose tiles have at most 8 NU rows: B's first 8 NU token
+// rows, the accumulators and the epilogue of those. The producer fills the whole B tile as ever.
+template <int NT, bool GEMM1, int kCw, bool MX, int NU = NT>
 __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     sm90_rsws_gemm(const Params p, const __grid_constant__ WeightMaps maps) {
+  static_assert(NU >= 1 && NU <= NT, "the wgmma width is at most the tile's");
 #if defined(FP4MOE_SM90A)
   using T = RsWsTile<NT, kCw>;
   using R = RsRoles<kCw>;
@@ -967,7 +1009,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
       const int e =
-          tables.template produce<R::kProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, ptid);
+          tables.template produce<R::kProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, p.cut, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
       // Each copy's source at k-block kb, as pointers moved on two k-blocks per step (the odd
@@ -1056,8 +1098,8 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       const int e = tables.consume(n);
       if (e < 0) return;
       // acc[mt][nt][c]: m-tile mt (fragment row fb + mt), tokens nt*8 + 2t + c%2, rows g (c < 2), g+8
-      float acc[kMt][NT][4];
-      sm80::zero_acc<NT, true>(acc);  // zeroed before the first wgmma_fence
+      float acc[kMt][NU][4];
+      sm80::zero_acc<NU, true>(acc);  // zeroed before the first wgmma_fence
       // k-block kb (the CTA's next, in stage pos.s): decode its A into `a`, issue its 4 kMt
       // wgmma as one group, and wait for the group before (wait_group 1), which read the other A
       // set: the loop below alternates two register sets, so no register of a group in flight
@@ -1090,7 +1132,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
           for (int mt = 0; mt < kMt; ++mt)
-            ptx::wgmma_m64k16_bf16_rs<NT>(acc[mt], a[kk][mt], db + uint64_t(2 * kk));  // (32 bytes) >> 4
+            ptx::wgmma_m64k16_bf16_rs<NU>(acc[mt], a[kk][mt], db + uint64_t(2 * kk));  // (32 bytes) >> 4
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<1>();  // the k-block before's group is complete: its stage and A set are free
         if (kb > 0) ptx::mbarrier_arrive(empty0 + 8 * last_s);
@@ -1113,7 +1155,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       const int nbw = nb0 + fb;  // even when kMt = 2
       if (nbw < NB) {
         const volatile int64_t* orow = tables.orow[n % 2];  // read at each use (registers: see the RS kernel)
-        epilogue<NT, GEMM1>(p, e, nbw, g, acc, [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; });
+        epilogue<NU, GEMM1>(p, e, nbw, g, acc, [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; });
       }
       tables.release(n);
     }
@@ -1121,7 +1163,10 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
 #endif  // FP4MOE_SM90A
 }
 
-std::atomic<int64_t> g_launches{0}, g_ws_launches{0}, g_rsws_launches{0}, g_rsws4_launches{0};
+std::atomic<int64_t> g_launches{0}, g_ws_launches{0}, g_rsws_launches{0}, g_rsws4_launches{0},
+    g_width_split_launches{0};
+// Tests: the width split's narrow width (set_sm90_narrow_width; 0: the config's).
+std::atomic<int> g_narrow_width{0};
 
 // The kernel choice: -1 until first asked, then an Sm90Kernel.
 std::atomic<int> g_kernel{-1};
@@ -1168,13 +1213,27 @@ WeightMaps encode_weight_maps(const WeightMatrix& w) {
   return m;
 }
 
-// An rsws kernel of NVFP4 or MX weights.
-template <int NT, bool GEMM1, int kCw>
+// An rsws kernel of NVFP4 or MX weights (at wgmma width NU).
+template <int NT, bool GEMM1, int kCw, int NU = NT>
 void launch_rsws(dim3 grid, const Params& p, cudaStream_t stream) {
   constexpr int kThreads = RsRoles<kCw>::kThreads, kSmem = RsWsTile<NT, kCw>::kSmem;
   const WeightMaps maps = encode_weight_maps(p.w);
-  if (p.w.block == kMxfp4Block) sm90_rsws_gemm<NT, GEMM1, kCw, true><<<grid, kThreads, kSmem, stream>>>(p, maps);
-  else sm90_rsws_gemm<NT, GEMM1, kCw, false><<<grid, kThreads, kSmem, stream>>>(p, maps);
+  if (p.w.block == kMxfp4Block) sm90_rsws_gemm<NT, GEMM1, kCw, true, NU><<<grid, kThreads, kSmem, stream>>>(p, maps);
+  else sm90_rsws_gemm<NT, GEMM1, kCw, false, NU><<<grid, kThreads, kSmem, stream>>>(p, maps);
+}
+
+// rsws4 at the width split's narrow width (kMinNarrowWidth..kMaxNarrowWidth).
+template <bool GEMM1>
+void launch_rsws4_narrow(int width, dim3 grid, const Params& p, cudaStream_t stream) {
+  static_assert(kMinNarrowWidth == 2 && kMaxNarrowWidth == 7, "one case per narrow width");
+  switch (width) {
+    case 2: return launch_rsws<8, GEMM1, 4, 2>(grid, p, stream);
+    case 3: return launch_rsws<8, GEMM1, 4, 3>(grid, p, stream);
+    case 4: return launch_rsws<8, GEMM1, 4, 4>(grid, p, stream);
+    case 5: return launch_rsws<8, GEMM1, 4, 5>(grid, p, stream);
+    case 6: return launch_rsws<8, GEMM1, 4, 6>(grid, p, stream);
+    default: return launch_rsws<8, GEMM1, 4, 7>(grid, p, stream);
+  }
 }
 
 // A persistent kernel's grid: one CTA per SM (what its shared memory allows), at most one per
@@ -1186,29 +1245,65 @@ dim3 persistent_grid(int64_t units, int device) {
   return dim3(unsigned(std::max<int64_t>(ctas, 1)));
 }
 
-// The split (Sm90Config::split): the wide tiles on rsws, then the narrow ones on rsws4. The two
-// launches write disjoint rows.
+// The width split's narrow width for config c (rsws4 unsplit, or the split), or 8 (none): c's,
+// unless a test or the environment (FP4MOE_SM90_WIDTHS=0: none) says otherwise.
+int narrow_width_for(const Sm90Config& c) {
+  if (const int forced = g_narrow_width.load(std::memory_order_relaxed); forced > 0) return forced;
+  const char* v = std::getenv("FP4MOE_SM90_WIDTHS");  // read per GEMM, for A/B runs
+  if (v && v[0] == '0') return 8;
+  return c.narrow_width;
+}
+
+// The split (Sm90Config::split): the wide tiles on rsws, then the narrow ones on rsws4; with a
+// width split (width < 8), those of at most 8 * width rows at that width, in a launch of their
+// own. The launches write disjoint rows.
 template <bool GEMM1>
-void launch_split(const Sm90Config& c, Params p, int device, cudaStream_t stream) {
+void launch_split(const Sm90Config& c, int width, Params p, int device, cudaStream_t stream) {
   p.span = TileSpan::wide;
   p.tiles = c.wide_tiles;
   launch_rsws<kSplitWideTile / 8, GEMM1, 2>(persistent_grid(c.grid_x * c.wide_tiles, device), p, stream);
   FP4MOE_CUDA_CHECK_LAUNCH();
   p.span = TileSpan::narrow;
   p.tiles = c.narrow_tiles;
-  launch_rsws<kSplitNarrowTile / 8, GEMM1, 4>(persistent_grid(c.grid_x * c.narrow_tiles, device), p, stream);
+  const dim3 narrow_grid = persistent_grid(c.grid_x * c.narrow_tiles, device);
+  if (width < 8) {
+    p.cut = SpanCut{kSplitWideTile, 8 * width, 0};
+    launch_rsws4_narrow<GEMM1>(width, narrow_grid, p, stream);
+    FP4MOE_CUDA_CHECK_LAUNCH();
+    p.cut = SpanCut{kSplitWideTile, kSplitNarrowTile, 8 * width};
+    g_width_split_launches.fetch_add(1, std::memory_order_relaxed);
+  }
+  launch_rsws<kSplitNarrowTile / 8, GEMM1, 4>(narrow_grid, p, stream);
   FP4MOE_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);  // one GEMM
   g_rsws_launches.fetch_add(1, std::memory_order_relaxed);
   g_rsws4_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
+// The width split (Sm90Config::narrow_width): the narrow last tiles at their width, then the
+// others at 64 tokens, both on rsws4. The two launches write disjoint rows.
+template <bool GEMM1>
+void launch_width_split(const Sm90Config& c, int width, Params p, int device, cudaStream_t stream) {
+  p.cut = SpanCut{64, 8 * width, 0};
+  p.span = TileSpan::narrow;
+  p.tiles = c.narrow_tiles;
+  launch_rsws4_narrow<GEMM1>(width, persistent_grid(c.grid_x * c.narrow_tiles, device), p, stream);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+  p.span = TileSpan::wide;
+  p.tiles = c.tiles;
+  launch_rsws<8, GEMM1, 4>(persistent_grid(c.grid_x * c.tiles, device), p, stream);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+  g_launches.fetch_add(1, std::memory_order_relaxed);  // one GEMM
+  g_rsws4_launches.fetch_add(1, std::memory_order_relaxed);
+  g_width_split_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
 // The listed instantiations: kernel {rs, ws, rsws} x token tile {64, 128} x {GEMM 1, GEMM 2}
-// (rsws also x NVFP4 / MX, and rsws4 at 64 tokens).
+// (rsws also x NVFP4 / MX, and rsws4 at 64 tokens, at 64 and at each narrow width).
 template <bool GEMM1>
 void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t stream) {
   const Sm90Kernel kernel = sm90_kernel_for(c);
-  if (kernel == Sm90Kernel::split) return launch_split<GEMM1>(c, p, device, stream);
+  if (kernel == Sm90Kernel::split) return launch_split<GEMM1>(c, narrow_width_for(c), p, device, stream);
   if (kernel == Sm90Kernel::rs) {
     const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y));
     if (c.token_tile == 64) sm90_grouped_gemm<8, GEMM1><<<grid, kThreads, Tile<8>::kSmem, stream>>>(p);
@@ -1219,6 +1314,7 @@ void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t strea
       if (c.token_tile == 64) sm90_ws_gemm<8, GEMM1><<<grid, kWsThreads, WsTile<8>::kSmem, stream>>>(p);
       else sm90_ws_gemm<16, GEMM1><<<grid, kWsThreads, WsTile<16>::kSmem, stream>>>(p);
     } else if (kernel == Sm90Kernel::rsws4) {
+      if (const int width = narrow_width_for(c); width < 8) return launch_width_split<GEMM1>(c, width, p, device, stream);
       launch_rsws<8, GEMM1, 4>(grid, p, stream);
     } else if (c.token_tile == 64) {
       launch_rsws<8, GEMM1, 2>(grid, p, stream);
@@ -1253,6 +1349,21 @@ std::string prepare_kernel(Kernel kernel, int smem, const std::string& name) {
   return "";
 }
 
+// rsws4's narrow-width instantiations of GEMM 1 or 2 (widths kMinNarrowWidth..kMaxNarrowWidth
+// of the sequence), NVFP4 and MX.
+template <bool GEMM1, int... W>
+std::string prepare_rsws4_narrow(std::integer_sequence<int, W...>) {
+  const std::string g = GEMM1 ? " gemm1" : " gemm2";
+  std::string why;
+  auto one = [&](auto kernel, int width, const char* mx) {
+    if (why.empty() && width >= kMinNarrowWidth)
+      why = prepare_kernel(kernel, RsWsTile<8, 4>::kSmem, "rsws4" + g + " width " + std::to_string(width) + mx);
+  };
+  (one(sm90_rsws_gemm<8, GEMM1, 4, false, (W < kMinNarrowWidth ? 8 : W)>, W, ""), ...);
+  (one(sm90_rsws_gemm<8, GEMM1, 4, true, (W < kMinNarrowWidth ? 8 : W)>, W, " MX"), ...);
+  return why;
+}
+
 // Every rsws instantiation of GEMM 1 or 2: 64- and 128-token tiles, 2 or 4 consumer
 // warpgroups, NVFP4 or MX scales.
 template <bool GEMM1>
@@ -1264,7 +1375,8 @@ std::string prepare_rsws() {
         prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false>, RsWsTile<16, 2>::kSmem, "rsws" + g + " tile 128"),
         prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true>, RsWsTile<16, 2>::kSmem, "rsws" + g + " tile 128 MX"),
         prepare_kernel(sm90_rsws_gemm<8, GEMM1, 4, false>, RsWsTile<8, 4>::kSmem, "rsws4" + g + " tile 64"),
-        prepare_kernel(sm90_rsws_gemm<8, GEMM1, 4, true>, RsWsTile<8, 4>::kSmem, "rsws4" + g + " tile 64 MX")})
+        prepare_kernel(sm90_rsws_gemm<8, GEMM1, 4, true>, RsWsTile<8, 4>::kSmem, "rsws4" + g + " tile 64 MX"),
+        prepare_rsws4_narrow<GEMM1>(std::make_integer_sequence<int, kMaxNarrowWidth + 1>{})})
     if (!why.empty()) return why;
   return "";
 }
@@ -1305,10 +1417,14 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
                        : k == Sm90Kernel::rsws  ? ", RS warp-specialized"
                        : k == Sm90Kernel::rsws4 ? ", RS warp-specialized, 4 consumer warpgroups"
                                                 : ", RS";
-  char line[768];
-  std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s (%s%s%s)", which,
+  const int width = runs && (k == Sm90Kernel::rsws4 || k == Sm90Kernel::split) ? narrow_width_for(c) : 8;
+  const std::string split_at =
+      width < 8 ? ", last tiles of <= " + std::to_string(8 * width) + " rows at that width (width split)" : "";
+  char line[1024];
+  std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s%s (%s%s%s)", which,
                 (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "", tiles, kernel,
-                runs && staged ? " via bf16 staging" : "", c.why.c_str(), refused.empty() ? "" : "; ", refused.c_str());
+                split_at.c_str(), runs && staged ? " via bf16 staging" : "", c.why.c_str(), refused.empty() ? "" : "; ",
+                refused.c_str());
   gemm_log(line);
 }
 
@@ -1401,6 +1517,8 @@ Sm90Kernel sm90_kernel_for(const Sm90Config& c) {
   return want == Sm90Kernel::rsws4 && c.token_tile != 64 ? Sm90Kernel::rsws : want;
 }
 void set_sm90_ws_grid_limit(int ctas) { g_ws_grid_limit.store(ctas, std::memory_order_relaxed); }
+void set_sm90_narrow_width(int width) { g_narrow_width.store(width, std::memory_order_relaxed); }
+int64_t sm90_width_split_launches() { return g_width_split_launches.load(std::memory_order_relaxed); }
 
 // Why the wgmma kernels decline NVFP4 A: gemm1/gemm2 stage it to bf16 wherever these kernels
 // could run, so it arrives here only when that was impossible.

@@ -603,6 +603,18 @@ std::vector<Spec> specs() {
   // 224 is one partial 256-row tile; I / 16 = 7 NVFP4 blocks of h per row (odd).
   v.push_back({"large_w4a4_batched", 192, 112, 3, WeightFormat::nvfp4, true, Activation::silu, false, {80, 0, 45},
                true, 27, false, true});
+  // Fewer than 64 rows per active expert (16 and up; MXFP4 32): rsws4 runs width split
+  // (Sm90Config::narrow_width; CudaGemmSm90.WidthSplitAtEveryWidth forces each width). Counts
+  // on both sides of each narrow width and of 64 (65 = a full tile and a narrow one of 1);
+  // H = 320 and I = 144: a partial last k-block in both GEMMs, 2I = 288 a partial row tile.
+  v.push_back({"narrow_nvfp4", 320, 144, 8, WeightFormat::nvfp4, false, Activation::silu, false,
+               {20, 35, 48, 60, 56, 64, 65, 3}, false, 30, false, true});
+  // MXFP4 with swiglu_oai and biases, batched rows.
+  v.push_back({"narrow_mxfp4_swiglu_bias_batched", 352, 96, 6, WeightFormat::mxfp4, false, Activation::swiglu_oai,
+               true, {33, 40, 47, 63, 70, 32}, true, 31, false, true});
+  // W4A4 (staged through bf16), A rows through the gather.
+  v.push_back({"narrow_w4a4", 256, 128, 5, WeightFormat::nvfp4, true, Activation::silu, false, {17, 30, 45, 66, 9},
+               false, 32, false, true});
   return v;
 }
 
@@ -826,7 +838,7 @@ TEST(CudaGemmEdge, UploadRejectsWrongSizes) {
 // The token tiles of `tile` rows that a random split of `rows` rows over `experts` experts
 // needs (about a third of the experts get none, expert 0 takes what is left).
 int64_t tiles_of_a_random_split(std::mt19937_64& rng, int64_t experts, int64_t rows, int64_t tile,
-                                TileSpan span = TileSpan::all) {
+                                TileSpan span = TileSpan::all, SpanCut cut = SpanCut{}) {
   std::vector<int64_t> cnt(size_t(experts), 0);
   int64_t left = rows;
   for (auto& x : cnt) {
@@ -836,7 +848,7 @@ int64_t tiles_of_a_random_split(std::mt19937_64& rng, int64_t experts, int64_t r
   }
   cnt[0] += left;
   int64_t need = 0;
-  for (auto x : cnt) need += span_tiles(int(x), int(tile), span);
+  for (auto x : cnt) need += span_tiles(int(x), int(tile), span, cut);
   return need;
 }
 
@@ -1075,7 +1087,7 @@ TEST(CudaGemmLayout, PreparedScaleCodesAreExact) {
 // enough (expert, token tile) slots for any routing; other shapes keep the fast path.
 TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   std::mt19937_64 rng(13);
-  int used = 0, tile64 = 0, split = 0;
+  int used = 0, tile64 = 0, split = 0, width_split = 0;
   for (int trial = 0; trial < 4000; ++trial) {
     Sm90Problem pb;
     pb.num_experts = 1 + int64_t(rng() % 384);
@@ -1115,10 +1127,45 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
               c.narrow_tiles);
     ASSERT_GE(c.wide_tiles, 1);
     ASSERT_GE(c.narrow_tiles, 1);
+    // The width split: only at 64-token tiles (rsws4) with fewer than 64 rows per expert; its
+    // wide launch is bounded by c.tiles, its narrow one by c.narrow_tiles (one per expert).
+    if (c.split ? per_expert % 128 > 64 : c.token_tile != 64 || per_expert >= 64) ASSERT_EQ(c.narrow_width, 8) << c.why;
+    if (c.grid_x * std::min(pb.num_experts, pb.rows_bound) < kSm90WidthSplitMinWaves * pb.num_sms)
+      ASSERT_EQ(c.narrow_width, 8) << c.why;
+    ASSERT_TRUE(c.narrow_width == 8 || (c.narrow_width >= kMinNarrowWidth && c.narrow_width <= kMaxNarrowWidth))
+        << c.narrow_width;
+    width_split += c.narrow_width < 8;
+    for (int w = kMinNarrowWidth; w <= kMaxNarrowWidth; ++w) {  // any (tests force them)
+      if (c.token_tile == 64) {
+        const SpanCut cut{64, 8 * w, 0};
+        ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, 64, TileSpan::wide, cut), c.tiles);
+        ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, 64, TileSpan::narrow, cut),
+                  c.narrow_tiles);
+      }
+      for (const SpanCut cut : {SpanCut{128, 8 * w, 0}, SpanCut{128, 64, 8 * w}})
+        ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, 64, TileSpan::narrow, cut),
+                  c.narrow_tiles);
+    }
   }
   EXPECT_GT(used, 100);
   EXPECT_GT(tile64, 10);
   EXPECT_GT(split, 10);
+  EXPECT_GT(width_split, 10);
+  // The width split's widths (Sm90Config::narrow_width): kimi-k2 (E = 384, k = 8) T = 768 /
+  // 1024 / 2048 / 8192 (16 / 22 / 43 / 171 = 128 + 43 rows per expert, split): last tiles of
+  // <= 24 / 32 / 48 / 48 rows; qwen3-235b (E = 128, k = 8) T = 512 (32, unsplit): 40;
+  // deepseek-v3 (E = 256, k = 8) T = 2048 (64 rows): none, nor kimi-k2 T = 4096 (86 rows: its
+  // last tiles are wide), nor qwen3-30b T = 512 (32 rows, 5.8 waves of units).
+  EXPECT_EQ(choose_sm90_config({768 * 8, 384, 4096, 7168}).narrow_width, 3);
+  EXPECT_EQ(choose_sm90_config({1024 * 8, 384, 4096, 7168}).narrow_width, 4);
+  EXPECT_EQ(choose_sm90_config({2048 * 8, 384, 4096, 7168}).narrow_width, 6);
+  EXPECT_EQ(choose_sm90_config({2048 * 8, 384, 7168, 2048}).narrow_width, 6);
+  EXPECT_EQ(choose_sm90_config({512 * 8, 128, 3072, 4096}).narrow_width, 5);
+  EXPECT_EQ(choose_sm90_config({2048 * 8, 256, 4096, 7168}).narrow_width, 8);
+  EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 4096, 7168}).narrow_width, 8);
+  EXPECT_EQ(choose_sm90_config({8192 * 8, 384, 4096, 7168}).narrow_width, 6);
+  EXPECT_EQ(choose_sm90_config({512 * 8, 128, 1536, 2048}).narrow_width, 8);
+  EXPECT_TRUE(choose_sm90_config({2048 * 8, 384, 4096, 7168}).split);
   // kimi-k2 (E = 384, k = 8): T = 4096 (86 rows per expert) runs wgmma; the threshold is
   // kSm90MinRowsPerExpert rows per active expert, exactly (MXFP4: kSm90MinRowsPerExpertMx).
   EXPECT_TRUE(choose_sm90_config({4096 * 8, 384, 4096, 7168}).use);
@@ -1147,45 +1194,81 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 7168, 2048}).grid_x, 28);
 }
 
-// The split's spans (gemm_internal.hpp TileSpan): for every row count, the wide tiles (128
-// rows, the last with more than 64) and the narrow one (64 rows, at most one, with 1..64 of the
-// rows) cover exactly the expert's rows, in order, each row once, and pad fewer than 64 rows;
-// `all` is ceil(count / tile) from row 0.
-TEST(CudaGemmConfig, SplitSpansCoverEveryRowOnce) {
-  for (int count = 0; count <= 1000; ++count) {
-    std::vector<int> seen(size_t(count), 0);
-    int slots = 0;
-    for (const TileSpan span : {TileSpan::wide, TileSpan::narrow}) {
-      const int tile = span == TileSpan::wide ? kSplitWideTile : kSplitNarrowTile;
-      const int tiles = span_tiles(count, tile, span), first = span_first_row(count, span);
-      slots += tiles * tile;
-      if (span == TileSpan::narrow) ASSERT_LE(tiles, 1) << count;
-      if (span == TileSpan::wide) ASSERT_EQ(first, 0);
-      for (int t = 0; t < tiles; ++t) {
-        int rows = 0;
-        for (int j = 0; j < tile; ++j) {
-          const int r = first + t * tile + j;  // fill_row_tables' row in the expert
-          if (r >= count) continue;
-          ASSERT_GE(r, 0);
-          ++seen[size_t(r)];
-          ++rows;
+// The spans (gemm_internal.hpp TileSpan) of each set of launches that runs one GEMM: the split
+// (128-row wide tiles, a last part of 1..64 rows as one 64-token tile), the split with a width
+// split at every narrow width w (the last part's 1..8w rows at width 8w, 8w+1..64 at 64), and
+// rsws4's width split (64-row tiles, a last part of 1..8w rows at width 8w). For every row
+// count the launches' tiles cover exactly the expert's rows, in order, each row once, no row
+// past its launch's wgmma width; a wide tile has more rows than its cut's limit, a narrow
+// launch at most one tile per expert; the MMA pads fewer than 64 rows.
+TEST(CudaGemmConfig, SpansCoverEveryRowOnce) {
+  struct Launch {
+    TileSpan span;
+    SpanCut cut;
+    int tok, width;  // the launch's token tile and wgmma width (rows)
+  };
+  std::vector<std::vector<Launch>> sets;
+  const SpanCut split{};
+  EXPECT_EQ(split.tile, kSplitWideTile);
+  EXPECT_EQ(split.limit, kSplitNarrowTile);
+  EXPECT_EQ(split.floor, 0);
+  sets.push_back({{TileSpan::wide, split, 128, 128}, {TileSpan::narrow, split, 64, 64}});
+  for (int w = kMinNarrowWidth; w <= kMaxNarrowWidth; ++w) {
+    sets.push_back({{TileSpan::wide, split, 128, 128},
+                    {TileSpan::narrow, SpanCut{128, 8 * w, 0}, 64, 8 * w},
+                    {TileSpan::narrow, SpanCut{128, 64, 8 * w}, 64, 64}});
+    sets.push_back({{TileSpan::wide, SpanCut{64, 8 * w, 0}, 64, 64}, {TileSpan::narrow, SpanCut{64, 8 * w, 0}, 64, 8 * w}});
+  }
+  for (size_t si = 0; si < sets.size(); ++si) {
+    SCOPED_TRACE("launch set " + std::to_string(si));
+    for (int count = 0; count <= 1000; ++count) {
+      std::vector<int> seen(size_t(count), 0);
+      int mma_rows = 0;
+      for (const Launch& l : sets[si]) {
+        const int tiles = span_tiles(count, l.tok, l.span, l.cut), first = span_first_row(count, l.span, l.cut);
+        mma_rows += tiles * l.width;
+        if (l.span == TileSpan::narrow) ASSERT_LE(tiles, 1) << count;
+        if (l.span == TileSpan::wide) ASSERT_EQ(first, 0);
+        for (int t = 0; t < tiles; ++t) {
+          int rows = 0;
+          for (int j = 0; j < l.tok; ++j) {
+            const int r = first + t * l.tok + j;  // fill_row_tables' row in the expert
+            if (r >= count) continue;
+            ASSERT_GE(r, 0);
+            ASSERT_LT(j, l.width) << "a row past the wgmma's width, count " << count;
+            ++seen[size_t(r)];
+            ++rows;
+          }
+          ASSERT_GT(rows, l.span == TileSpan::wide ? l.cut.limit : l.cut.floor) << "count " << count << " tile " << t;
         }
-        ASSERT_GT(rows, span == TileSpan::wide ? kSplitNarrowTile : 0) << "count " << count << " tile " << t;
       }
+      for (int r = 0; r < count; ++r) ASSERT_EQ(seen[size_t(r)], 1) << "count " << count << " row " << r;
+      ASSERT_LT(mma_rows - count, 64) << "padded rows at count " << count;
     }
-    for (int r = 0; r < count; ++r) ASSERT_EQ(seen[size_t(r)], 1) << "count " << count << " row " << r;
-    ASSERT_LT(slots - count, kSplitNarrowTile) << "padded rows at count " << count;
+  }
+  for (int count = 0; count <= 1000; ++count)
     for (const int tile : {64, 128}) {
       ASSERT_EQ(span_tiles(count, tile, TileSpan::all), (count + tile - 1) / tile);
       ASSERT_EQ(span_first_row(count, TileSpan::all), 0);
     }
-  }
   // kimi-k2 T = 8192 averages 171 rows per expert: one wide tile and one narrow (43 rows).
   EXPECT_EQ(span_tiles(171, kSplitWideTile, TileSpan::wide), 1);
   EXPECT_EQ(span_tiles(171, kSplitNarrowTile, TileSpan::narrow), 1);
   EXPECT_EQ(span_first_row(171, TileSpan::narrow), 128);
   EXPECT_EQ(span_tiles(200, kSplitWideTile, TileSpan::wide), 2);  // 72 rows left: a wide tile
   EXPECT_EQ(span_tiles(200, kSplitNarrowTile, TileSpan::narrow), 0);
+  // The width split at 48 rows: 43 rows are one narrow tile; 50 one wide; 107 = 64 + 43 one each;
+  // in the split, 171 = 128 + 43 a wide tile and the narrow one at 48, none at 64.
+  EXPECT_EQ(span_tiles(171, 64, TileSpan::narrow, SpanCut{128, 48, 0}), 1);
+  EXPECT_EQ(span_tiles(171, 64, TileSpan::narrow, SpanCut{128, 64, 48}), 0);
+  EXPECT_EQ(span_tiles(180, 64, TileSpan::narrow, SpanCut{128, 64, 48}), 1);
+  const SpanCut w6{64, 48, 0};
+  EXPECT_EQ(span_tiles(43, 64, TileSpan::narrow, w6), 1);
+  EXPECT_EQ(span_tiles(43, 64, TileSpan::wide, w6), 0);
+  EXPECT_EQ(span_tiles(50, 64, TileSpan::wide, w6), 1);
+  EXPECT_EQ(span_tiles(50, 64, TileSpan::narrow, w6), 0);
+  EXPECT_EQ(span_tiles(107, 64, TileSpan::wide, w6), 1);
+  EXPECT_EQ(span_first_row(107, TileSpan::narrow, w6), 64);
 }
 
 // The sm90 path's bf16 staging of NVFP4 activations: scratch exactly where choose_sm90_config
@@ -1342,6 +1425,77 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CudaGemmSm90Kernels,
                                               : info.param == Sm90Kernel::split     ? "split"
                                                                                     : "rs");
                          });
+
+// Sets the width split's narrow width (set_sm90_narrow_width) and the persistent kernels' grid
+// limit for its lifetime, then restores the defaults.
+class NarrowWidthScope {
+ public:
+  NarrowWidthScope(int width, int ctas) {
+    set_sm90_narrow_width(width);
+    set_sm90_ws_grid_limit(ctas);
+  }
+  ~NarrowWidthScope() {
+    set_sm90_narrow_width(0);
+    set_sm90_ws_grid_limit(0);
+  }
+  NarrowWidthScope(const NarrowWidthScope&) = delete;
+};
+
+// The width split (Sm90Config::narrow_width) at every narrow width, forced (the narrow_* cases,
+// fewer than 64 rows per expert, have too few units for the default to split), on rsws4's
+// 64-token tiles and on the split's last tiles: against the host (check_problem: every covered
+// element, nothing written outside the outputs, the same bytes twice) on one CTA per SM and on
+// 3 CTAs that walk many units each; and, bit for bit, what the same kernels compute at width 8
+// (no width split): a narrower wgmma computes each token's column as the full one does.
+TEST(CudaGemmSm90, WidthSplitAtEveryWidth) {
+  SKIP_WITHOUT_GPU();
+  if (const std::string why = why_no_sm90(0); !why.empty()) GTEST_SKIP() << "no wgmma kernels here: " << why;
+  int cases = 0;
+  for (const Spec& spec : specs()) {
+    if (spec.name.rfind("narrow_", 0) != 0) continue;
+    ++cases;
+    SCOPED_TRACE(describe(spec));
+    const Problem p = make_problem(spec);
+    const auto dw = upload_weights(p.w, 0);
+    // GEMM 1, then GEMM 2 on GEMM 1's h (bf16, or NVFP4 for W4A4) at `width` on `ctas` CTAs.
+    auto run = [&](int width, int ctas) {
+      const NarrowWidthScope widths(width, ctas);
+      Gemm1Out o1 = run_gemm1(*dw, p, GemmPath::sm90);
+      std::vector<uint8_t> y =
+          spec.w4a4 ? run_gemm2(*dw, p, GemmPath::sm90, {}, payload<uint8_t>(o1.fp4), payload<uint8_t>(o1.scale), 0.21f)
+                    : run_gemm2(*dw, p, GemmPath::sm90, payload<uint16_t>(o1.h), {}, {}, 1.0f);
+      return std::make_pair(std::move(o1), std::move(y));
+    };
+    for (const Sm90Kernel kernel : {Sm90Kernel::automatic, Sm90Kernel::split}) {
+      SCOPED_TRACE(kernel == Sm90Kernel::split ? "split" : "rsws4");
+      const Sm90KernelScope scope(kernel);
+      for (const bool gemm1 : {true, false}) {
+        const Sm90Config c = choose_sm90_config({.rows_bound = p.rows_bound,
+                                                 .num_experts = spec.E,
+                                                 .N = int(gemm1 ? 2 * spec.I : spec.H),
+                                                 .K = int(gemm1 ? spec.H : spec.I),
+                                                 .block = detail::weight_block(spec.wf)});
+        ASSERT_EQ(sm90_kernel_for(c), kernel == Sm90Kernel::split ? Sm90Kernel::split : Sm90Kernel::rsws4) << c.why;
+      }
+      int64_t before = sm90_width_split_launches();
+      const auto [base1, base2] = run(8, 0);
+      EXPECT_EQ(sm90_width_split_launches() - before, 0) << "width 8: no width split";
+      for (int w = kMinNarrowWidth; w <= kMaxNarrowWidth; ++w)
+        for (const int ctas : {0, 3}) {
+          SCOPED_TRACE("width " + std::to_string(w) + ", grid limit " + std::to_string(ctas));
+          before = sm90_width_split_launches();
+          const auto [o1, y] = run(w, ctas);
+          EXPECT_EQ(sm90_width_split_launches() - before, 2) << "both GEMMs width split";
+          EXPECT_TRUE(o1.h == base1.h) << "h_bf16 differs from width 8's";
+          EXPECT_TRUE(o1.fp4 == base1.fp4 && o1.scale == base1.scale) << "NVFP4 h differs from width 8's";
+          EXPECT_TRUE(y == base2) << "y differs from width 8's";
+          const NarrowWidthScope widths(w, ctas);
+          check_problem(spec, GemmPath::sm90);
+        }
+    }
+  }
+  EXPECT_EQ(cases, 3);
+}
 
 // W4A4 on the sm90 path (NVFP4 A staged to bf16, the wgmma kernels, bf16 h requantized) against
 // the fast path (NVFP4 A decoded in registers, h requantized in the GEMM-1 epilogue), on

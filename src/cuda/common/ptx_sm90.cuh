@@ -103,9 +103,121 @@ __device__ __forceinline__ uint64_t wgmma_desc_kmajor_sw128(uint32_t smem_addr) 
 
 // wgmma.mma_async.sync.aligned.m64n{8*NT}k16.f32.bf16.bf16 d, {a0..a3}, b_desc, 1, 1, 1, 0:
 // D += A * B with A (64 x 16) from registers, B (16 x 8NT) K-major from shared memory (trans-b
-// 0), scale-d 1 (accumulate), no negation. d[i][c] is D register 4i + c (see above).
+// 0), scale-d 1 (accumulate), no negation. d[i][c] is D register 4i + c (see above). NT is 2-8
+// or 16 (the widths the kernels issue: gemm_sm90.cu's 64- and 128-token tiles and rsws4's
+// narrow widths); the wgmma reads B's first 8NT rows.
 template <int NT>
 __device__ __forceinline__ void wgmma_m64k16_bf16_rs(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t b_desc);
+
+// The "+f" operands of d[i][0..3].
+#define FP4MOE_WGMMA_D4(d, i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+template <>
+__device__ __forceinline__ void wgmma_m64k16_bf16_rs<2>(float (&d)[2][4], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+      "{%8, %9, %10, %11}, %12, p, 1, 1, 0;\n"
+      "}\n"
+      : FP4MOE_WGMMA_D4(d, 0),
+        FP4MOE_WGMMA_D4(d, 1)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64k16_bf16_rs<3>(float (&d)[3][4], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %17, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, "
+      "{%12, %13, %14, %15}, %16, p, 1, 1, 0;\n"
+      "}\n"
+      : FP4MOE_WGMMA_D4(d, 0),
+        FP4MOE_WGMMA_D4(d, 1),
+        FP4MOE_WGMMA_D4(d, 2)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64k16_bf16_rs<4>(float (&d)[4][4], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+      "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n"
+      "}\n"
+      : FP4MOE_WGMMA_D4(d, 0),
+        FP4MOE_WGMMA_D4(d, 1),
+        FP4MOE_WGMMA_D4(d, 2),
+        FP4MOE_WGMMA_D4(d, 3)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64k16_bf16_rs<5>(float (&d)[5][4], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %25, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19}, "
+      "{%20, %21, %22, %23}, %24, p, 1, 1, 0;\n"
+      "}\n"
+      : FP4MOE_WGMMA_D4(d, 0),
+        FP4MOE_WGMMA_D4(d, 1),
+        FP4MOE_WGMMA_D4(d, 2),
+        FP4MOE_WGMMA_D4(d, 3),
+        FP4MOE_WGMMA_D4(d, 4)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64k16_bf16_rs<6>(float (&d)[6][4], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %29, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23}, "
+      "{%24, %25, %26, %27}, %28, p, 1, 1, 0;\n"
+      "}\n"
+      : FP4MOE_WGMMA_D4(d, 0),
+        FP4MOE_WGMMA_D4(d, 1),
+        FP4MOE_WGMMA_D4(d, 2),
+        FP4MOE_WGMMA_D4(d, 3),
+        FP4MOE_WGMMA_D4(d, 4),
+        FP4MOE_WGMMA_D4(d, 5)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64k16_bf16_rs<7>(float (&d)[7][4], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %33, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n56k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, "
+      "{%28, %29, %30, %31}, %32, p, 1, 1, 0;\n"
+      "}\n"
+      : FP4MOE_WGMMA_D4(d, 0),
+        FP4MOE_WGMMA_D4(d, 1),
+        FP4MOE_WGMMA_D4(d, 2),
+        FP4MOE_WGMMA_D4(d, 3),
+        FP4MOE_WGMMA_D4(d, 4),
+        FP4MOE_WGMMA_D4(d, 5),
+        FP4MOE_WGMMA_D4(d, 6)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
+}
 
 template <>
 __device__ __forceinline__ void wgmma_m64k16_bf16_rs<8>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b_desc) {
@@ -114,10 +226,18 @@ __device__ __forceinline__ void wgmma_m64k16_bf16_rs<8>(float (&d)[8][4], const 
       ".reg .pred p;\n"
       "setp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      FP4MOE_WGMMA_D32_REGS ", "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
       "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n"
       "}\n"
-      : FP4MOE_WGMMA_D32(d)
+      : FP4MOE_WGMMA_D4(d, 0),
+        FP4MOE_WGMMA_D4(d, 1),
+        FP4MOE_WGMMA_D4(d, 2),
+        FP4MOE_WGMMA_D4(d, 3),
+        FP4MOE_WGMMA_D4(d, 4),
+        FP4MOE_WGMMA_D4(d, 5),
+        FP4MOE_WGMMA_D4(d, 6),
+        FP4MOE_WGMMA_D4(d, 7)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
 }
 
@@ -128,12 +248,32 @@ __device__ __forceinline__ void wgmma_m64k16_bf16_rs<16>(float (&d)[16][4], cons
       ".reg .pred p;\n"
       "setp.ne.b32 p, %69, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      FP4MOE_WGMMA_D64_REGS ", "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
       "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
       "}\n"
-      : FP4MOE_WGMMA_D64(d)
+      : FP4MOE_WGMMA_D4(d, 0),
+        FP4MOE_WGMMA_D4(d, 1),
+        FP4MOE_WGMMA_D4(d, 2),
+        FP4MOE_WGMMA_D4(d, 3),
+        FP4MOE_WGMMA_D4(d, 4),
+        FP4MOE_WGMMA_D4(d, 5),
+        FP4MOE_WGMMA_D4(d, 6),
+        FP4MOE_WGMMA_D4(d, 7),
+        FP4MOE_WGMMA_D4(d, 8),
+        FP4MOE_WGMMA_D4(d, 9),
+        FP4MOE_WGMMA_D4(d, 10),
+        FP4MOE_WGMMA_D4(d, 11),
+        FP4MOE_WGMMA_D4(d, 12),
+        FP4MOE_WGMMA_D4(d, 13),
+        FP4MOE_WGMMA_D4(d, 14),
+        FP4MOE_WGMMA_D4(d, 15)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
 }
+
+#undef FP4MOE_WGMMA_D4
 
 // wgmma.mma_async.sync.aligned.m64n{8*NT}k16.f32.bf16.bf16 d, a_desc, b_desc, 1, 1, 1, 0, 0
 // (the SS form): D += A * B with A (64 x 16) and B (16 x 8NT) both K-major in shared memory
