@@ -111,168 +111,59 @@ __device__ __forceinline__ void wgmma_m64k16_bf16_rs(float (&d)[NT][4], const ui
 
 // The "+f" operands of d[i][0..3].
 #define FP4MOE_WGMMA_D4(d, i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
-template <>
-__device__ __forceinline__ void wgmma_m64k16_bf16_rs<2>(float (&d)[2][4], const uint32_t (&a)[4], uint64_t b_desc) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %13, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, "
-      "{%8, %9, %10, %11}, %12, p, 1, 1, 0;\n"
-      "}\n"
-      : FP4MOE_WGMMA_D4(d, 0),
-        FP4MOE_WGMMA_D4(d, 1)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
-}
+// The specialization for NT n8 tiles: N (8NT, a string), the D register list, the A registers
+// and the descriptor ("{%a, ..}, %desc"), the scale-d flag's operand number (a string), then
+// the D operands.
+#define FP4MOE_WGMMA_RS(NT, N, DREGS, A_DESC, SCALE_D, ...)                                              \
+  template <>                                                                                             \
+  __device__ __forceinline__ void wgmma_m64k16_bf16_rs<NT>(float(&d)[NT][4], const uint32_t(&a)[4],       \
+                                                           uint64_t b_desc) {                             \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" SCALE_D ", 0;\n"                                     \
+                 "wgmma.mma_async.sync.aligned.m64n" N "k16.f32.bf16.bf16 " DREGS ", " A_DESC ", p, 1, 1, 0;\n}\n" \
+                 : __VA_ARGS__                                                                            \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));                     \
+  }
 
-template <>
-__device__ __forceinline__ void wgmma_m64k16_bf16_rs<3>(float (&d)[3][4], const uint32_t (&a)[4], uint64_t b_desc) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %17, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, "
-      "{%12, %13, %14, %15}, %16, p, 1, 1, 0;\n"
-      "}\n"
-      : FP4MOE_WGMMA_D4(d, 0),
-        FP4MOE_WGMMA_D4(d, 1),
-        FP4MOE_WGMMA_D4(d, 2)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
-}
+FP4MOE_WGMMA_RS(2, "16", "{%0, %1, %2, %3, %4, %5, %6, %7}",
+                "{%8, %9, %10, %11}, %12", "13",
+                FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1))
+FP4MOE_WGMMA_RS(3, "24", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}",
+                "{%12, %13, %14, %15}, %16", "17",
+                FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1), FP4MOE_WGMMA_D4(d, 2))
+FP4MOE_WGMMA_RS(4, "32", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}",
+                "{%16, %17, %18, %19}, %20", "21",
+                FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1), FP4MOE_WGMMA_D4(d, 2), FP4MOE_WGMMA_D4(d, 3))
+FP4MOE_WGMMA_RS(5, "40", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                "%16, %17, %18, %19}",
+                "{%20, %21, %22, %23}, %24", "25",
+                FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1), FP4MOE_WGMMA_D4(d, 2), FP4MOE_WGMMA_D4(d, 3),
+                FP4MOE_WGMMA_D4(d, 4))
+FP4MOE_WGMMA_RS(6, "48", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                "%16, %17, %18, %19, %20, %21, %22, %23}",
+                "{%24, %25, %26, %27}, %28", "29",
+                FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1), FP4MOE_WGMMA_D4(d, 2), FP4MOE_WGMMA_D4(d, 3),
+                FP4MOE_WGMMA_D4(d, 4), FP4MOE_WGMMA_D4(d, 5))
+FP4MOE_WGMMA_RS(7, "56", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}",
+                "{%28, %29, %30, %31}, %32", "33",
+                FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1), FP4MOE_WGMMA_D4(d, 2), FP4MOE_WGMMA_D4(d, 3),
+                FP4MOE_WGMMA_D4(d, 4), FP4MOE_WGMMA_D4(d, 5), FP4MOE_WGMMA_D4(d, 6))
+FP4MOE_WGMMA_RS(8, "64", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}",
+                "{%32, %33, %34, %35}, %36", "37",
+                FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1), FP4MOE_WGMMA_D4(d, 2), FP4MOE_WGMMA_D4(d, 3),
+                FP4MOE_WGMMA_D4(d, 4), FP4MOE_WGMMA_D4(d, 5), FP4MOE_WGMMA_D4(d, 6), FP4MOE_WGMMA_D4(d, 7))
+FP4MOE_WGMMA_RS(16, "128", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}",
+                "{%64, %65, %66, %67}, %68", "69",
+                FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1), FP4MOE_WGMMA_D4(d, 2), FP4MOE_WGMMA_D4(d, 3),
+                FP4MOE_WGMMA_D4(d, 4), FP4MOE_WGMMA_D4(d, 5), FP4MOE_WGMMA_D4(d, 6), FP4MOE_WGMMA_D4(d, 7),
+                FP4MOE_WGMMA_D4(d, 8), FP4MOE_WGMMA_D4(d, 9), FP4MOE_WGMMA_D4(d, 10), FP4MOE_WGMMA_D4(d, 11),
+                FP4MOE_WGMMA_D4(d, 12), FP4MOE_WGMMA_D4(d, 13), FP4MOE_WGMMA_D4(d, 14), FP4MOE_WGMMA_D4(d, 15))
 
-template <>
-__device__ __forceinline__ void wgmma_m64k16_bf16_rs<4>(float (&d)[4][4], const uint32_t (&a)[4], uint64_t b_desc) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-      "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n"
-      "}\n"
-      : FP4MOE_WGMMA_D4(d, 0),
-        FP4MOE_WGMMA_D4(d, 1),
-        FP4MOE_WGMMA_D4(d, 2),
-        FP4MOE_WGMMA_D4(d, 3)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_m64k16_bf16_rs<5>(float (&d)[5][4], const uint32_t (&a)[4], uint64_t b_desc) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %25, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19}, "
-      "{%20, %21, %22, %23}, %24, p, 1, 1, 0;\n"
-      "}\n"
-      : FP4MOE_WGMMA_D4(d, 0),
-        FP4MOE_WGMMA_D4(d, 1),
-        FP4MOE_WGMMA_D4(d, 2),
-        FP4MOE_WGMMA_D4(d, 3),
-        FP4MOE_WGMMA_D4(d, 4)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_m64k16_bf16_rs<6>(float (&d)[6][4], const uint32_t (&a)[4], uint64_t b_desc) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %29, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23}, "
-      "{%24, %25, %26, %27}, %28, p, 1, 1, 0;\n"
-      "}\n"
-      : FP4MOE_WGMMA_D4(d, 0),
-        FP4MOE_WGMMA_D4(d, 1),
-        FP4MOE_WGMMA_D4(d, 2),
-        FP4MOE_WGMMA_D4(d, 3),
-        FP4MOE_WGMMA_D4(d, 4),
-        FP4MOE_WGMMA_D4(d, 5)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_m64k16_bf16_rs<7>(float (&d)[7][4], const uint32_t (&a)[4], uint64_t b_desc) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %33, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n56k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, "
-      "{%28, %29, %30, %31}, %32, p, 1, 1, 0;\n"
-      "}\n"
-      : FP4MOE_WGMMA_D4(d, 0),
-        FP4MOE_WGMMA_D4(d, 1),
-        FP4MOE_WGMMA_D4(d, 2),
-        FP4MOE_WGMMA_D4(d, 3),
-        FP4MOE_WGMMA_D4(d, 4),
-        FP4MOE_WGMMA_D4(d, 5),
-        FP4MOE_WGMMA_D4(d, 6)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_m64k16_bf16_rs<8>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b_desc) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n"
-      "}\n"
-      : FP4MOE_WGMMA_D4(d, 0),
-        FP4MOE_WGMMA_D4(d, 1),
-        FP4MOE_WGMMA_D4(d, 2),
-        FP4MOE_WGMMA_D4(d, 3),
-        FP4MOE_WGMMA_D4(d, 4),
-        FP4MOE_WGMMA_D4(d, 5),
-        FP4MOE_WGMMA_D4(d, 6),
-        FP4MOE_WGMMA_D4(d, 7)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_m64k16_bf16_rs<16>(float (&d)[16][4], const uint32_t (&a)[4], uint64_t b_desc) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
-      "}\n"
-      : FP4MOE_WGMMA_D4(d, 0),
-        FP4MOE_WGMMA_D4(d, 1),
-        FP4MOE_WGMMA_D4(d, 2),
-        FP4MOE_WGMMA_D4(d, 3),
-        FP4MOE_WGMMA_D4(d, 4),
-        FP4MOE_WGMMA_D4(d, 5),
-        FP4MOE_WGMMA_D4(d, 6),
-        FP4MOE_WGMMA_D4(d, 7),
-        FP4MOE_WGMMA_D4(d, 8),
-        FP4MOE_WGMMA_D4(d, 9),
-        FP4MOE_WGMMA_D4(d, 10),
-        FP4MOE_WGMMA_D4(d, 11),
-        FP4MOE_WGMMA_D4(d, 12),
-        FP4MOE_WGMMA_D4(d, 13),
-        FP4MOE_WGMMA_D4(d, 14),
-        FP4MOE_WGMMA_D4(d, 15)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
-}
-
+#undef FP4MOE_WGMMA_RS
 #undef FP4MOE_WGMMA_D4
 
 // wgmma.mma_async.sync.aligned.m64n{8*NT}k16.f32.bf16.bf16 d, a_desc, b_desc, 1, 1, 1, 0, 0
