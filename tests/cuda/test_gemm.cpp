@@ -1156,15 +1156,14 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   // <= 24 / 32 / 48 / 48 rows; qwen3-235b (E = 128, k = 8) T = 512 (32, unsplit): 40;
   // deepseek-v3 (E = 256, k = 8) T = 2048 (64 rows): none, nor kimi-k2 T = 4096 (86 rows: its
   // last tiles are wide), nor qwen3-30b T = 512 (32 rows, 5.8 waves of units).
-  EXPECT_EQ(choose_sm90_config({768 * 8, 384, 4096, 7168}).narrow_width, 3);
-  EXPECT_EQ(choose_sm90_config({1024 * 8, 384, 4096, 7168}).narrow_width, 4);
-  EXPECT_EQ(choose_sm90_config({2048 * 8, 384, 4096, 7168}).narrow_width, 6);
-  EXPECT_EQ(choose_sm90_config({2048 * 8, 384, 7168, 2048}).narrow_width, 6);
-  EXPECT_EQ(choose_sm90_config({512 * 8, 128, 3072, 4096}).narrow_width, 5);
-  EXPECT_EQ(choose_sm90_config({2048 * 8, 256, 4096, 7168}).narrow_width, 8);
-  EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 4096, 7168}).narrow_width, 8);
-  EXPECT_EQ(choose_sm90_config({8192 * 8, 384, 4096, 7168}).narrow_width, 6);
-  EXPECT_EQ(choose_sm90_config({512 * 8, 128, 1536, 2048}).narrow_width, 8);
+  const struct {
+    Sm90Problem pb;
+    int width;
+  } widths[] = {{{768 * 8, 384, 4096, 7168}, 3}, {{1024 * 8, 384, 4096, 7168}, 4},  {{2048 * 8, 384, 4096, 7168}, 6},
+                {{2048 * 8, 384, 7168, 2048}, 6}, {{512 * 8, 128, 3072, 4096}, 5},   {{2048 * 8, 256, 4096, 7168}, 8},
+                {{4096 * 8, 384, 4096, 7168}, 8}, {{8192 * 8, 384, 4096, 7168}, 6}, {{512 * 8, 128, 1536, 2048}, 8}};
+  for (const auto& [pb, width] : widths)
+    EXPECT_EQ(choose_sm90_config(pb).narrow_width, width) << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N;
   EXPECT_TRUE(choose_sm90_config({2048 * 8, 384, 4096, 7168}).split);
   // kimi-k2 (E = 384, k = 8): T = 4096 (86 rows per expert) runs wgmma; the threshold is
   // kSm90MinRowsPerExpert rows per active expert, exactly (MXFP4: kSm90MinRowsPerExpertMx).
