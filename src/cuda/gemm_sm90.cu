@@ -151,7 +151,8 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   const int64_t rest = per_expert % kSplitWideTile;
   const bool waves = c.grid_x * active >= int64_t(kSm90WidthSplitMinWaves) * std::max(p.num_sms, 1);
   if (waves && c.split && rest <= kSplitNarrowTile) c.narrow_width = narrow_width_of(double(rest), sd);
-  if (waves && !c.split && c.token_tile == 64 && per_expert < 64) c.narrow_width = narrow_width_of(double(per_expert), sd);
+  if (waves && !c.split && c.token_tile == 64 && per_expert < 64)
+    c.narrow_width = narrow_width_of(double(per_expert), sd);
   c.why = std::to_string(per_expert) + " rows per active expert: wgmma, " +
           (c.split ? "128-token tiles and 64-token last tiles (split; unsplit: " + std::to_string(c.token_tile) +
                          " tokens per CTA)"
@@ -1314,7 +1315,8 @@ void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t strea
       if (c.token_tile == 64) sm90_ws_gemm<8, GEMM1><<<grid, kWsThreads, WsTile<8>::kSmem, stream>>>(p);
       else sm90_ws_gemm<16, GEMM1><<<grid, kWsThreads, WsTile<16>::kSmem, stream>>>(p);
     } else if (kernel == Sm90Kernel::rsws4) {
-      if (const int width = narrow_width_for(c); width < 8) return launch_width_split<GEMM1>(c, width, p, device, stream);
+      if (const int width = narrow_width_for(c); width < 8)
+        return launch_width_split<GEMM1>(c, width, p, device, stream);
       launch_rsws<8, GEMM1, 4>(grid, p, stream);
     } else if (c.token_tile == 64) {
       launch_rsws<8, GEMM1, 2>(grid, p, stream);

@@ -1163,7 +1163,8 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
                 {{2048 * 8, 384, 7168, 2048}, 6}, {{512 * 8, 128, 3072, 4096}, 5},   {{2048 * 8, 256, 4096, 7168}, 8},
                 {{4096 * 8, 384, 4096, 7168}, 8}, {{8192 * 8, 384, 4096, 7168}, 6}, {{512 * 8, 128, 1536, 2048}, 8}};
   for (const auto& [pb, width] : widths)
-    EXPECT_EQ(choose_sm90_config(pb).narrow_width, width) << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N;
+    EXPECT_EQ(choose_sm90_config(pb).narrow_width, width)
+        << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N;
   EXPECT_TRUE(choose_sm90_config({2048 * 8, 384, 4096, 7168}).split);
   // kimi-k2 (E = 384, k = 8): T = 4096 (86 rows per expert) runs wgmma; the threshold is
   // kSm90MinRowsPerExpert rows per active expert, exactly (MXFP4: kSm90MinRowsPerExpertMx).
@@ -1216,7 +1217,8 @@ TEST(CudaGemmConfig, SpansCoverEveryRowOnce) {
     sets.push_back({{TileSpan::wide, split, 128, 128},
                     {TileSpan::narrow, SpanCut{128, 8 * w, 0}, 64, 8 * w},
                     {TileSpan::narrow, SpanCut{128, 64, 8 * w}, 64, 64}});
-    sets.push_back({{TileSpan::wide, SpanCut{64, 8 * w, 0}, 64, 64}, {TileSpan::narrow, SpanCut{64, 8 * w, 0}, 64, 8 * w}});
+    sets.push_back(
+        {{TileSpan::wide, SpanCut{64, 8 * w, 0}, 64, 64}, {TileSpan::narrow, SpanCut{64, 8 * w, 0}, 64, 8 * w}});
   }
   for (size_t si = 0; si < sets.size(); ++si) {
     SCOPED_TRACE("launch set " + std::to_string(si));
