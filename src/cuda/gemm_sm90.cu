@@ -1419,9 +1419,12 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
                        : k == Sm90Kernel::rsws  ? ", RS warp-specialized"
                        : k == Sm90Kernel::rsws4 ? ", RS warp-specialized, 4 consumer warpgroups"
                                                 : ", RS";
-  const int width = runs && (k == Sm90Kernel::rsws4 || k == Sm90Kernel::split) ? narrow_width_for(c) : 8;
+  // c.why names the config's width split; a test's or the environment's override says so here.
+  const int width = runs && (k == Sm90Kernel::rsws4 || k == Sm90Kernel::split) ? narrow_width_for(c) : c.narrow_width;
   const std::string split_at =
-      width < 8 ? ", last tiles of <= " + std::to_string(8 * width) + " rows at that width (width split)" : "";
+      width == c.narrow_width ? ""
+      : width < 8             ? ", width split overridden: last tiles of <= " + std::to_string(8 * width) + " rows"
+                              : ", width split off";
   char line[1024];
   std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s%s (%s%s%s)", which,
                 (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "", tiles, kernel,
