@@ -1419,8 +1419,9 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
                        : k == Sm90Kernel::rsws  ? ", RS warp-specialized"
                        : k == Sm90Kernel::rsws4 ? ", RS warp-specialized, 4 consumer warpgroups"
                                                 : ", RS";
-  // c.why names the config's width split; a test's or the environment's override says so here.
-  const int width = runs && (k == Sm90Kernel::rsws4 || k == Sm90Kernel::split) ? narrow_width_for(c) : c.narrow_width;
+  // c.why names the config's width split; an override (a test, the environment, a forced kernel
+  // without one) says so here.
+  const int width = runs && (k == Sm90Kernel::rsws4 || k == Sm90Kernel::split) ? narrow_width_for(c) : 8;
   const std::string split_at =
       width == c.narrow_width ? ""
       : width < 8             ? ", width split overridden: last tiles of <= " + std::to_string(8 * width) + " rows"
