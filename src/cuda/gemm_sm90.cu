@@ -1214,26 +1214,26 @@ WeightMaps encode_weight_maps(const WeightMatrix& w) {
   return m;
 }
 
-// An rsws kernel of NVFP4 or MX weights (at wgmma width NU).
+// An rsws kernel of NVFP4 or MX weights (at wgmma width NU); maps: encode_weight_maps(p.w),
+// encoded once for all of a GEMM's launches.
 template <int NT, bool GEMM1, int kCw, int NU = NT>
-void launch_rsws(dim3 grid, const Params& p, cudaStream_t stream) {
+void launch_rsws(dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_t stream) {
   constexpr int kThreads = RsRoles<kCw>::kThreads, kSmem = RsWsTile<NT, kCw>::kSmem;
-  const WeightMaps maps = encode_weight_maps(p.w);
   if (p.w.block == kMxfp4Block) sm90_rsws_gemm<NT, GEMM1, kCw, true, NU><<<grid, kThreads, kSmem, stream>>>(p, maps);
   else sm90_rsws_gemm<NT, GEMM1, kCw, false, NU><<<grid, kThreads, kSmem, stream>>>(p, maps);
 }
 
 // rsws4 at the width split's narrow width (kMinNarrowWidth..kMaxNarrowWidth).
 template <bool GEMM1>
-void launch_rsws4_narrow(int width, dim3 grid, const Params& p, cudaStream_t stream) {
+void launch_rsws4_narrow(int width, dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_t stream) {
   static_assert(kMinNarrowWidth == 2 && kMaxNarrowWidth == 7, "one case per narrow width");
   switch (width) {
-    case 2: return launch_rsws<8, GEMM1, 4, 2>(grid, p, stream);
-    case 3: return launch_rsws<8, GEMM1, 4, 3>(grid, p, stream);
-    case 4: return launch_rsws<8, GEMM1, 4, 4>(grid, p, stream);
-    case 5: return launch_rsws<8, GEMM1, 4, 5>(grid, p, stream);
-    case 6: return launch_rsws<8, GEMM1, 4, 6>(grid, p, stream);
-    default: return launch_rsws<8, GEMM1, 4, 7>(grid, p, stream);
+    case 2: return launch_rsws<8, GEMM1, 4, 2>(grid, p, maps, stream);
+    case 3: return launch_rsws<8, GEMM1, 4, 3>(grid, p, maps, stream);
+    case 4: return launch_rsws<8, GEMM1, 4, 4>(grid, p, maps, stream);
+    case 5: return launch_rsws<8, GEMM1, 4, 5>(grid, p, maps, stream);
+    case 6: return launch_rsws<8, GEMM1, 4, 6>(grid, p, maps, stream);
+    default: return launch_rsws<8, GEMM1, 4, 7>(grid, p, maps, stream);
   }
 }
 
@@ -1259,22 +1259,23 @@ int narrow_width_for(const Sm90Config& c) {
 // width split (width < 8), those of at most 8 * width rows at that width, in a launch of their
 // own. The launches write disjoint rows.
 template <bool GEMM1>
-void launch_split(const Sm90Config& c, int width, Params p, int device, cudaStream_t stream) {
+void launch_split(const Sm90Config& c, int width, Params p, const WeightMaps& maps, int device,
+                  cudaStream_t stream) {
   p.span = TileSpan::wide;
   p.tiles = c.wide_tiles;
-  launch_rsws<kSplitWideTile / 8, GEMM1, 2>(persistent_grid(c.grid_x * c.wide_tiles, device), p, stream);
+  launch_rsws<kSplitWideTile / 8, GEMM1, 2>(persistent_grid(c.grid_x * c.wide_tiles, device), p, maps, stream);
   FP4MOE_CUDA_CHECK_LAUNCH();
   p.span = TileSpan::narrow;
   p.tiles = c.narrow_tiles;
   const dim3 narrow_grid = persistent_grid(c.grid_x * c.narrow_tiles, device);
   if (width < 8) {
     p.cut = SpanCut{kSplitWideTile, 8 * width, 0};
-    launch_rsws4_narrow<GEMM1>(width, narrow_grid, p, stream);
+    launch_rsws4_narrow<GEMM1>(width, narrow_grid, p, maps, stream);
     FP4MOE_CUDA_CHECK_LAUNCH();
     p.cut = SpanCut{kSplitWideTile, kSplitNarrowTile, 8 * width};
     g_width_split_launches.fetch_add(1, std::memory_order_relaxed);
   }
-  launch_rsws<kSplitNarrowTile / 8, GEMM1, 4>(narrow_grid, p, stream);
+  launch_rsws<kSplitNarrowTile / 8, GEMM1, 4>(narrow_grid, p, maps, stream);
   FP4MOE_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);  // one GEMM
   g_rsws_launches.fetch_add(1, std::memory_order_relaxed);
@@ -1284,15 +1285,16 @@ void launch_split(const Sm90Config& c, int width, Params p, int device, cudaStre
 // The width split (Sm90Config::narrow_width): the narrow last tiles at their width, then the
 // others at 64 tokens, both on rsws4. The two launches write disjoint rows.
 template <bool GEMM1>
-void launch_width_split(const Sm90Config& c, int width, Params p, int device, cudaStream_t stream) {
+void launch_width_split(const Sm90Config& c, int width, Params p, const WeightMaps& maps, int device,
+                        cudaStream_t stream) {
   p.cut = SpanCut{64, 8 * width, 0};
   p.span = TileSpan::narrow;
   p.tiles = c.narrow_tiles;
-  launch_rsws4_narrow<GEMM1>(width, persistent_grid(c.grid_x * c.narrow_tiles, device), p, stream);
+  launch_rsws4_narrow<GEMM1>(width, persistent_grid(c.grid_x * c.narrow_tiles, device), p, maps, stream);
   FP4MOE_CUDA_CHECK_LAUNCH();
   p.span = TileSpan::wide;
   p.tiles = c.tiles;
-  launch_rsws<8, GEMM1, 4>(persistent_grid(c.grid_x * c.tiles, device), p, stream);
+  launch_rsws<8, GEMM1, 4>(persistent_grid(c.grid_x * c.tiles, device), p, maps, stream);
   FP4MOE_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);  // one GEMM
   g_rsws4_launches.fetch_add(1, std::memory_order_relaxed);
@@ -1304,7 +1306,8 @@ void launch_width_split(const Sm90Config& c, int width, Params p, int device, cu
 template <bool GEMM1>
 void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t stream) {
   const Sm90Kernel kernel = sm90_kernel_for(c);
-  if (kernel == Sm90Kernel::split) return launch_split<GEMM1>(c, narrow_width_for(c), p, device, stream);
+  if (kernel == Sm90Kernel::split)
+    return launch_split<GEMM1>(c, narrow_width_for(c), p, encode_weight_maps(p.w), device, stream);
   if (kernel == Sm90Kernel::rs) {
     const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y));
     if (c.token_tile == 64) sm90_grouped_gemm<8, GEMM1><<<grid, kThreads, Tile<8>::kSmem, stream>>>(p);
@@ -1314,14 +1317,17 @@ void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t strea
     if (kernel == Sm90Kernel::ws) {
       if (c.token_tile == 64) sm90_ws_gemm<8, GEMM1><<<grid, kWsThreads, WsTile<8>::kSmem, stream>>>(p);
       else sm90_ws_gemm<16, GEMM1><<<grid, kWsThreads, WsTile<16>::kSmem, stream>>>(p);
-    } else if (kernel == Sm90Kernel::rsws4) {
-      if (const int width = narrow_width_for(c); width < 8)
-        return launch_width_split<GEMM1>(c, width, p, device, stream);
-      launch_rsws<8, GEMM1, 4>(grid, p, stream);
-    } else if (c.token_tile == 64) {
-      launch_rsws<8, GEMM1, 2>(grid, p, stream);
     } else {
-      launch_rsws<16, GEMM1, 2>(grid, p, stream);
+      const WeightMaps maps = encode_weight_maps(p.w);
+      if (kernel == Sm90Kernel::rsws4) {
+        if (const int width = narrow_width_for(c); width < 8)
+          return launch_width_split<GEMM1>(c, width, p, maps, device, stream);
+        launch_rsws<8, GEMM1, 4>(grid, p, maps, stream);
+      } else if (c.token_tile == 64) {
+        launch_rsws<8, GEMM1, 2>(grid, p, maps, stream);
+      } else {
+        launch_rsws<16, GEMM1, 2>(grid, p, maps, stream);
+      }
     }
   }
   FP4MOE_CUDA_CHECK_LAUNCH();
