@@ -430,7 +430,9 @@ inline constexpr int kSm90SplitMinWaves = 4;
 //           else none
 // The cuts: the split's wide and narrow launches {128, 64, 0}; with a width split, its 64-wide
 // narrow launch {128, 64, 8w} and the w-wide one {128, 8w, 0}; rsws4's width split {64, 8w, 0}
-// for both of its launches.
+// for both of its launches. The split's wide width (Sm90Config::wide_width, v) takes the last
+// tiles of 65..8v rows out of the wide launch ({128, 8v, 0}) into one of their own at that
+// width ({128, 8v, 64}, span narrow).
 enum class TileSpan : int { all = 0, wide = 1, narrow = 2 };
 inline constexpr int kSplitWideTile = 128, kSplitNarrowTile = 64;
 struct SpanCut {
@@ -457,6 +459,9 @@ inline constexpr int kMinNarrowWidth = 2, kMaxNarrowWidth = 7;
 // 637.7 / 656.9 -> 601.0 / 623.6, deepseek-v3 T = 512 (31-55) 2,864.9 -> 2,663.5; qwen3-30b
 // T = 256 / 512 (5.8-7.8) 198.2 / 207.6 -> 204.0 / 226.0.
 inline constexpr int kSm90WidthSplitMinWaves = 10;
+// The split's wide widths (n8 tiles of the wgmma N): rsws (128-token tiles) has a kernel for
+// each, for last tiles of 65..8v rows (Sm90Config::wide_width).
+inline constexpr int kWideWidths[] = {10, 12, 14};
 
 struct Sm90Config {
   bool use = false;         // false: too few rows per expert, run the fast path
@@ -477,6 +482,10 @@ struct Sm90Config {
   // split against not (notes v17): kimi-k2 T = 768 / 1024 / 2048 4,206 / 4,301 / 4,783 ->
   // 3,721 / 3,932 / 4,597; deepseek-v3 T = 512 / 1024 2,779 / 3,032 -> 2,382 / 2,848.
   int narrow_width = 8;
+  // The split's wide width: its last tiles of 65..8 * wide_width rows (which would run as
+  // 128-token tiles) run in a launch of their own at that wgmma width (kWideWidths), chosen
+  // like narrow_width; 16: none. Only with the split and kSm90WidthSplitMinWaves.
+  int wide_width = 16;
   std::string why;
 };
 Sm90Config choose_sm90_config(const Sm90Problem& p);
@@ -514,6 +523,11 @@ void set_sm90_ws_grid_limit(int ctas);
 void set_sm90_narrow_width(int width);
 // How many GEMMs ran width split (tests: proves it ran).
 int64_t sm90_width_split_launches();
+// Tests: the split's wide width where it applies (one of kWideWidths; 16: never; 0:
+// Sm90Config::wide_width, the default). FP4MOE_SM90_WIDTHS=0 turns it off too.
+void set_sm90_wide_width(int width);
+// How many GEMMs ran the split's wide-width launch (tests: proves it ran).
+int64_t sm90_wide_width_launches();
 
 // ---------------------------------------------------------------------------
 // NVFP4 activations on the wgmma path: staging through bf16 (nvfp4_staging.cu; A staged by

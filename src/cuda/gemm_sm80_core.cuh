@@ -203,8 +203,8 @@ inline Epilogue gemm1_epilogue(const LayerDesc& d, const Gemm1Args& a) {
 // requantized here (shuffles: all lanes must call this). With MT = 1 (the one-tile wgmma
 // kernel, whose callers pass no NVFP4 h) there is no requantization.
 //
-// Each 8-token column nt is done by one body. For NT >= 16 (the wgmma kernels' 128-token
-// tiles) four bodies run in a loop that is not unrolled, fed by shifting the accumulator
+// Each 8-token column nt is done by one body. For NT > 8 (the wgmma kernels' 128-token
+// tiles, at width 80-128) four (or two) bodies run in a loop that is not unrolled, fed by shifting the accumulator
 // columns down four per iteration (register moves): unrolled, the exact activation (portable
 // exp and an IEEE division per element) made GEMM 1's kernels 11,000+ SASS instructions of
 // straight-line code, fetched once per tile (ncu: no_instruction stalls). On the H200 the
@@ -265,9 +265,9 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
   };
   // kChunk columns per iteration, then the rest shift down by kChunk (register moves: no
   // dynamic indexing of registers). One column per iteration spent a third of the epilogue's
-  // instructions on the moves (H200 ncu, 2026-11-30). Below 16 columns: one iteration, all
-  // columns unrolled.
-  constexpr int kChunk = NT < 16 ? NT : 4;
+  // instructions on the moves (H200 ncu, 2026-11-30). Up to 8 columns: one iteration, all
+  // columns unrolled; 10 and 14 (rsws's wide widths): two per iteration.
+  constexpr int kChunk = NT <= 8 ? NT : NT % 4 == 0 ? 4 : 2;
   static_assert(NT % kChunk == 0, "whole chunks of columns");
   float rest[MT][NT][4];  // column 0 is the next one to write
 #pragma unroll

@@ -46,7 +46,9 @@
 // has the tiles for it (kSm90SplitMinWaves): each expert's rows run as 128-token tiles (rsws),
 // but a last tile of 64 rows or fewer runs as a 64-token tile (rsws4), in a second launch
 // (launch_split). With the width split (Sm90Config::narrow_width, launch_width_split), rsws4's
-// last tiles of few rows run in a launch of their own at a narrower wgmma (m64n{16..56}k16).
+// last tiles of few rows run in a launch of their own at a narrower wgmma (m64n{16..56}k16),
+// and with the wide width (Sm90Config::wide_width) the split's last tiles of 65..8v rows run on
+// rsws in a launch of their own at m64n{80,96,112}k16.
 // The two below stay as the measured alternatives and are tested like it.
 //
 // The SS warp-specialized kernel (ws). Why: the RS kernel is latency-bound (H200 ncu, notes
@@ -111,6 +113,43 @@ int narrow_width_of(double mean, double sd) {
   return best;
 }
 
+// The split's wide width (Sm90Config::wide_width) for `mean` rows per expert (normal with
+// standard deviation `sd`, as above) whose last tiles of at most 8 * narrow rows run at that
+// width: the one of kWideWidths with the least expected MMA width per expert (rows / 128 wide
+// tiles at 128, then the last tile of rows % 128: none at 0, 8 narrow up to 8 narrow rows, 64
+// up to 64, 8 v up to 8 v, else 128), summed over the row counts; 16 (none) unless that saves
+// a 25th of it (the extra launch ends on its own tail). kimi-k2 T = 4096 / 16384 (86 / 342
+// rows): 12; deepseek-v3 and gpt-oss-120b T = 2048 (64): 10; none at kimi-k2 T = 2048 / 8192
+// (43 / 171: hardly a last tile over 64 rows) or qwen3-235b T = 2048 (128: ~120 or few).
+int wide_width_of(double mean, double sd, int narrow) {
+  sd = std::max(sd, 1.0);
+  const int lo = std::max(0, int(std::floor(mean - 6 * sd))), hi = int(std::ceil(mean + 6 * sd));
+  auto width = [&](int rows, int v) {  // the MMA width of an expert's tiles
+    const int rest = rows % kSplitWideTile;
+    const int last = rest == 0                  ? 0
+                     : rest <= 8 * narrow       ? 8 * narrow
+                     : rest <= kSplitNarrowTile ? kSplitNarrowTile
+                     : rest <= 8 * v            ? 8 * v
+                                                : kSplitWideTile;
+    return double(rows - rest + last);
+  };
+  auto expected = [&](int v) {
+    double cost = 0, total = 0;
+    for (int rows = lo; rows <= hi; ++rows) {
+      const double z = (rows - mean) / sd, pr = std::exp(-0.5 * z * z);
+      cost += pr * width(rows, v);
+      total += pr;
+    }
+    return cost / total;
+  };
+  const double none = expected(16);
+  int best = 16;
+  double best_cost = none * (1.0 - 1.0 / 25);
+  for (const int v : kWideWidths)
+    if (const double cost = expected(v); cost < best_cost) best = v, best_cost = cost;
+  return best;
+}
+
 }  // namespace
 
 Sm90Config choose_sm90_config(const Sm90Problem& p) {
@@ -153,13 +192,17 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   if (waves && c.split && rest <= kSplitNarrowTile) c.narrow_width = narrow_width_of(double(rest), sd);
   if (waves && !c.split && c.token_tile == 64 && per_expert < 64)
     c.narrow_width = narrow_width_of(double(per_expert), sd);
+  if (waves && c.split) c.wide_width = wide_width_of(double(per_expert), sd, c.narrow_width);
   c.why = std::to_string(per_expert) + " rows per active expert: wgmma, " +
           (c.split ? "128-token tiles and 64-token last tiles (split; unsplit: " + std::to_string(c.token_tile) +
                          " tokens per CTA)"
                    : std::to_string(c.token_tile) + " tokens per CTA (too few tiles to split)") +
           (c.narrow_width < 8 ? "; last tiles of <= " + std::to_string(8 * c.narrow_width) +
                                     " rows at that wgmma width (width split)"
-                              : "");
+                              : "") +
+          (c.wide_width < 16 ? "; last tiles of 65.." + std::to_string(8 * c.wide_width) +
+                                   " rows at that wgmma width (wide width)"
+                             : "");
   return c;
 }
 
@@ -1165,9 +1208,10 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
 }
 
 std::atomic<int64_t> g_launches{0}, g_ws_launches{0}, g_rsws_launches{0}, g_rsws4_launches{0},
-    g_width_split_launches{0};
-// Tests: the width split's narrow width (set_sm90_narrow_width; 0: the config's).
-std::atomic<int> g_narrow_width{0};
+    g_width_split_launches{0}, g_wide_width_launches{0};
+// Tests: the width split's narrow width (set_sm90_narrow_width; 0: the config's) and the
+// split's wide width (set_sm90_wide_width).
+std::atomic<int> g_narrow_width{0}, g_wide_width{0};
 
 // The kernel choice: -1 until first asked, then an Sm90Kernel.
 std::atomic<int> g_kernel{-1};
@@ -1237,6 +1281,19 @@ void launch_rsws4_narrow(int width, dim3 grid, const Params& p, const WeightMaps
   }
 }
 
+// rsws (128-token tiles) at the split's wide width (kWideWidths).
+template <bool GEMM1>
+void launch_rsws_wide(int width, dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_t stream) {
+  static_assert(sizeof kWideWidths / sizeof kWideWidths[0] == 3 && kWideWidths[0] == 10 && kWideWidths[1] == 12 &&
+                    kWideWidths[2] == 14,
+                "one case per wide width");
+  switch (width) {
+    case 10: return launch_rsws<16, GEMM1, 2, 10>(grid, p, maps, stream);
+    case 12: return launch_rsws<16, GEMM1, 2, 12>(grid, p, maps, stream);
+    default: return launch_rsws<16, GEMM1, 2, 14>(grid, p, maps, stream);
+  }
+}
+
 // A persistent kernel's grid: one CTA per SM (what its shared memory allows), at most one per
 // unit, walking the units.
 dim3 persistent_grid(int64_t units, int device) {
@@ -1255,19 +1312,36 @@ int narrow_width_for(const Sm90Config& c) {
   return c.narrow_width;
 }
 
+// The split's wide width for config c, or 16 (none): as narrow_width_for.
+int wide_width_for(const Sm90Config& c) {
+  if (const int forced = g_wide_width.load(std::memory_order_relaxed); forced > 0) return forced;
+  const char* v = std::getenv("FP4MOE_SM90_WIDTHS");
+  if (v && v[0] == '0') return 16;
+  return c.wide_width;
+}
+
 // The split (Sm90Config::split): the wide tiles on rsws, then the narrow ones on rsws4; with a
 // width split (width < 8), those of at most 8 * width rows at that width, in a launch of their
-// own. The launches write disjoint rows.
+// own; with a wide width (wide < 16), the last tiles of 65..8 wide rows on rsws at that width,
+// in a launch of their own. The launches write disjoint rows.
 template <bool GEMM1>
-void launch_split(const Sm90Config& c, int width, Params p, const WeightMaps& maps, int device,
+void launch_split(const Sm90Config& c, int width, int wide, Params p, const WeightMaps& maps, int device,
                   cudaStream_t stream) {
   p.span = TileSpan::wide;
   p.tiles = c.wide_tiles;
+  p.cut = SpanCut{kSplitWideTile, wide < 16 ? 8 * wide : kSplitNarrowTile, 0};
   launch_rsws<kSplitWideTile / 8, GEMM1, 2>(persistent_grid(c.grid_x * c.wide_tiles, device), p, maps, stream);
   FP4MOE_CUDA_CHECK_LAUNCH();
   p.span = TileSpan::narrow;
   p.tiles = c.narrow_tiles;
   const dim3 narrow_grid = persistent_grid(c.grid_x * c.narrow_tiles, device);
+  if (wide < 16) {
+    p.cut = SpanCut{kSplitWideTile, 8 * wide, kSplitNarrowTile};
+    launch_rsws_wide<GEMM1>(wide, narrow_grid, p, maps, stream);
+    FP4MOE_CUDA_CHECK_LAUNCH();
+    g_wide_width_launches.fetch_add(1, std::memory_order_relaxed);
+  }
+  p.cut = SpanCut{};
   if (width < 8) {
     p.cut = SpanCut{kSplitWideTile, 8 * width, 0};
     launch_rsws4_narrow<GEMM1>(width, narrow_grid, p, maps, stream);
@@ -1307,7 +1381,8 @@ template <bool GEMM1>
 void launch(const Sm90Config& c, const Params& p, int device, cudaStream_t stream) {
   const Sm90Kernel kernel = sm90_kernel_for(c);
   if (kernel == Sm90Kernel::split)
-    return launch_split<GEMM1>(c, narrow_width_for(c), p, encode_weight_maps(p.w), device, stream);
+    return launch_split<GEMM1>(c, narrow_width_for(c), wide_width_for(c), p, encode_weight_maps(p.w), device,
+                               stream);
   if (kernel == Sm90Kernel::rs) {
     const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y));
     if (c.token_tile == 64) sm90_grouped_gemm<8, GEMM1><<<grid, kThreads, Tile<8>::kSmem, stream>>>(p);
@@ -1372,6 +1447,24 @@ std::string prepare_rsws4_narrow(std::integer_sequence<int, W...>) {
   return why;
 }
 
+// rsws's wide-width instantiations of GEMM 1 or 2 (kWideWidths, launch_rsws_wide), NVFP4 and MX.
+template <bool GEMM1>
+std::string prepare_rsws_wide() {
+  static_assert(sizeof kWideWidths / sizeof kWideWidths[0] == 3 && kWideWidths[0] == 10 && kWideWidths[1] == 12 &&
+                    kWideWidths[2] == 14,
+                "one kernel per wide width");
+  constexpr int kSmem = RsWsTile<16, 2>::kSmem;
+  const std::string g = "rsws" + std::string(GEMM1 ? " gemm1" : " gemm2") + " width ";
+  for (const std::string& why : {prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false, 10>, kSmem, g + "10"),
+                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true, 10>, kSmem, g + "10 MX"),
+                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false, 12>, kSmem, g + "12"),
+                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true, 12>, kSmem, g + "12 MX"),
+                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false, 14>, kSmem, g + "14"),
+                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true, 14>, kSmem, g + "14 MX")})
+    if (!why.empty()) return why;
+  return "";
+}
+
 // Every rsws instantiation of GEMM 1 or 2: 64- and 128-token tiles, 2 or 4 consumer
 // warpgroups, NVFP4 or MX scales.
 template <bool GEMM1>
@@ -1384,7 +1477,8 @@ std::string prepare_rsws() {
         prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true>, RsWsTile<16, 2>::kSmem, "rsws" + g + " tile 128 MX"),
         prepare_kernel(sm90_rsws_gemm<8, GEMM1, 4, false>, RsWsTile<8, 4>::kSmem, "rsws4" + g + " tile 64"),
         prepare_kernel(sm90_rsws_gemm<8, GEMM1, 4, true>, RsWsTile<8, 4>::kSmem, "rsws4" + g + " tile 64 MX"),
-        prepare_rsws4_narrow<GEMM1>(std::make_integer_sequence<int, kMaxNarrowWidth + 1>{})})
+        prepare_rsws4_narrow<GEMM1>(std::make_integer_sequence<int, kMaxNarrowWidth + 1>{}),
+        prepare_rsws_wide<GEMM1>()})
     if (!why.empty()) return why;
   return "";
 }
@@ -1432,10 +1526,15 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
       width == c.narrow_width ? ""
       : width < 8             ? ", width split overridden: last tiles of <= " + std::to_string(8 * width) + " rows"
                               : ", width split off";
+  const int wide = runs && k == Sm90Kernel::split ? wide_width_for(c) : 16;
+  const std::string wide_at =
+      wide == c.wide_width ? ""
+      : wide < 16          ? ", wide width overridden: last tiles of 65.." + std::to_string(8 * wide) + " rows"
+                           : ", wide width off";
   char line[1024];
-  std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s%s (%s%s%s)", which,
+  std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s%s%s (%s%s%s)", which,
                 (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "", tiles, kernel,
-                split_at.c_str(), runs && staged ? " via bf16 staging" : "", c.why.c_str(), refused.empty() ? "" : "; ",
+                split_at.c_str(), wide_at.c_str(), runs && staged ? " via bf16 staging" : "", c.why.c_str(), refused.empty() ? "" : "; ",
                 refused.c_str());
   gemm_log(line);
 }
@@ -1531,6 +1630,8 @@ Sm90Kernel sm90_kernel_for(const Sm90Config& c) {
 void set_sm90_ws_grid_limit(int ctas) { g_ws_grid_limit.store(ctas, std::memory_order_relaxed); }
 void set_sm90_narrow_width(int width) { g_narrow_width.store(width, std::memory_order_relaxed); }
 int64_t sm90_width_split_launches() { return g_width_split_launches.load(std::memory_order_relaxed); }
+void set_sm90_wide_width(int width) { g_wide_width.store(width, std::memory_order_relaxed); }
+int64_t sm90_wide_width_launches() { return g_wide_width_launches.load(std::memory_order_relaxed); }
 
 // Why the wgmma kernels decline NVFP4 A: gemm1/gemm2 stage it to bf16 wherever these kernels
 // could run, so it arrives here only when that was impossible.

@@ -615,6 +615,18 @@ std::vector<Spec> specs() {
   // W4A4 (staged through bf16), A rows through the gather.
   v.push_back({"narrow_w4a4", 256, 128, 5, WeightFormat::nvfp4, true, Activation::silu, false, {17, 30, 45, 66, 9},
                false, 32, false, true});
+  // Last tiles of 65..127 rows, which the split's wide width (Sm90Config::wide_width) runs at
+  // n80 / n96 / n112 (CudaGemmSm90.WideWidthAtEveryWidth forces each width; too few units here
+  // for the default to split): counts on both sides of each wide width and of 64 and 128 (198
+  // = 128 + 70, 20 a narrow last tile, 0 an expert without rows).
+  v.push_back({"split_partial_nvfp4", 320, 144, 12, WeightFormat::nvfp4, false, Activation::silu, false,
+               {65, 80, 81, 96, 97, 112, 113, 127, 198, 64, 20, 0}, false, 33, false, true});
+  // MXFP4 with swiglu_oai and biases, batched rows.
+  v.push_back({"split_partial_mxfp4_swiglu_bias_batched", 352, 96, 6, WeightFormat::mxfp4, false,
+               Activation::swiglu_oai, true, {66, 88, 105, 120, 230, 40}, true, 34, false, true});
+  // W4A4 (staged through bf16), A rows through the gather.
+  v.push_back({"split_partial_w4a4", 256, 128, 5, WeightFormat::nvfp4, true, Activation::silu, false,
+               {70, 100, 110, 200, 33}, false, 35, false, true});
   return v;
 }
 
@@ -1087,7 +1099,7 @@ TEST(CudaGemmLayout, PreparedScaleCodesAreExact) {
 // enough (expert, token tile) slots for any routing; other shapes keep the fast path.
 TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   std::mt19937_64 rng(13);
-  int used = 0, tile64 = 0, split = 0, width_split = 0;
+  int used = 0, tile64 = 0, split = 0, width_split = 0, wide_width = 0;
   for (int trial = 0; trial < 4000; ++trial) {
     Sm90Problem pb;
     pb.num_experts = 1 + int64_t(rng() % 384);
@@ -1135,6 +1147,21 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
     ASSERT_TRUE(c.narrow_width == 8 || (c.narrow_width >= kMinNarrowWidth && c.narrow_width <= kMaxNarrowWidth))
         << c.narrow_width;
     width_split += c.narrow_width < 8;
+    // The wide width: only with the split and enough waves; one of kWideWidths.
+    if (!c.split || c.grid_x * std::min(pb.num_experts, pb.rows_bound) < kSm90WidthSplitMinWaves * pb.num_sms)
+      ASSERT_EQ(c.wide_width, 16) << c.why;
+    ASSERT_TRUE(c.wide_width == 16 || std::find(std::begin(kWideWidths), std::end(kWideWidths), c.wide_width) !=
+                                          std::end(kWideWidths))
+        << c.wide_width;
+    wide_width += c.wide_width < 16;
+    for (const int v : kWideWidths) {  // any (tests force them): the wide launch and the wide-width one
+      ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, kSplitWideTile, TileSpan::wide,
+                                        SpanCut{128, 8 * v, 0}),
+                c.wide_tiles);
+      ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, kSplitWideTile, TileSpan::narrow,
+                                        SpanCut{128, 8 * v, 64}),
+                c.narrow_tiles);
+    }
     for (int w = kMinNarrowWidth; w <= kMaxNarrowWidth; ++w) {  // any (tests force them)
       if (c.token_tile == 64) {
         const SpanCut cut{64, 8 * w, 0};
@@ -1151,6 +1178,7 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   EXPECT_GT(tile64, 10);
   EXPECT_GT(split, 10);
   EXPECT_GT(width_split, 10);
+  EXPECT_GT(wide_width, 10);
   // The width split's widths (Sm90Config::narrow_width): kimi-k2 (E = 384, k = 8) T = 768 /
   // 1024 / 2048 / 8192 (16 / 22 / 43 / 171 = 128 + 43 rows per expert, split): last tiles of
   // <= 24 / 32 / 48 / 48 rows; qwen3-235b (E = 128, k = 8) T = 512 (32, unsplit): 40;
@@ -1165,6 +1193,26 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   for (const auto& [pb, width] : widths)
     EXPECT_EQ(choose_sm90_config(pb).narrow_width, width)
         << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N;
+  const auto mx = [](int64_t rows, int64_t E, int N, int K) {
+    return Sm90Problem{.rows_bound = rows, .num_experts = E, .N = N, .K = K, .block = kMxfp4Block};
+  };
+  // The split's wide widths (Sm90Config::wide_width): kimi-k2 T = 4096 / 16384 (86 / 342 = 256
+  // + 86 rows per expert): last tiles of 65..96 rows at n96; deepseek-v3 T = 2048 (64 rows:
+  // half its experts have 65-80) and gpt-oss-120b T = 2048 (MXFP4, E = 128, k = 4: 64): n80;
+  // none at kimi-k2 T = 2048 / 8192 (43 / 171 = 128 + 43: hardly a last tile over 64 rows),
+  // qwen3-235b T = 2048 (128: their last tiles have ~120 rows or few), or unsplit (qwen3-235b
+  // T = 512).
+  const struct {
+    Sm90Problem pb;
+    int width;
+  } wides[] = {{{4096 * 8, 384, 4096, 7168}, 12},          {{4096 * 8, 384, 7168, 2048}, 12},
+               {{16384 * 8, 384, 4096, 7168}, 12},         {{2048 * 8, 256, 4096, 7168}, 10},
+               {{2048 * 8, 256, 7168, 2048}, 10},          {mx(2048 * 4, 128, 5760, 2880), 10},
+               {{8192 * 8, 384, 4096, 7168}, 16},          {{2048 * 8, 128, 3072, 4096}, 16},
+               {{2048 * 8, 384, 4096, 7168}, 16},          {{512 * 8, 128, 3072, 4096}, 16}};
+  for (const auto& [pb, width] : wides)
+    EXPECT_EQ(choose_sm90_config(pb).wide_width, width)
+        << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N;
   EXPECT_TRUE(choose_sm90_config({2048 * 8, 384, 4096, 7168}).split);
   // kimi-k2 (E = 384, k = 8): T = 4096 (86 rows per expert) runs wgmma; the threshold is
   // kSm90MinRowsPerExpert rows per active expert, exactly (MXFP4: kSm90MinRowsPerExpertMx).
@@ -1172,9 +1220,6 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   EXPECT_EQ(choose_sm90_config({4096 * 8, 384, 4096, 7168}).token_tile, 128);
   EXPECT_TRUE(choose_sm90_config({kSm90MinRowsPerExpert * 384, 384, 4096, 7168}).use);
   EXPECT_FALSE(choose_sm90_config({(kSm90MinRowsPerExpert - 1) * 384, 384, 4096, 7168}).use);
-  const auto mx = [](int64_t rows, int64_t E, int N, int K) {
-    return Sm90Problem{.rows_bound = rows, .num_experts = E, .N = N, .K = K, .block = kMxfp4Block};
-  };
   EXPECT_TRUE(choose_sm90_config(mx(kSm90MinRowsPerExpertMx * 128, 128, 5760, 2880)).use);
   EXPECT_FALSE(choose_sm90_config(mx((kSm90MinRowsPerExpertMx - 1) * 128, 128, 5760, 2880)).use);
   // as measured (gemm_internal.hpp): kimi-k2 T = 768 (16 rows per expert) on wgmma, T = 512 (11)
@@ -1196,8 +1241,9 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
 
 // The spans (gemm_internal.hpp TileSpan) of each set of launches that runs one GEMM: the split
 // (128-row wide tiles, a last part of 1..64 rows as one 64-token tile), the split with a width
-// split at every narrow width w (the last part's 1..8w rows at width 8w, 8w+1..64 at 64), and
-// rsws4's width split (64-row tiles, a last part of 1..8w rows at width 8w). For every row
+// split at every narrow width w (the last part's 1..8w rows at width 8w, 8w+1..64 at 64),
+// rsws4's width split (64-row tiles, a last part of 1..8w rows at width 8w), and the split at
+// each wide width v (a last part of 65..8v rows at width 8v), with and without a width split. For every row
 // count the launches' tiles cover exactly the expert's rows, in order, each row once, no row
 // past its launch's wgmma width; a wide tile has more rows than its cut's limit, a narrow
 // launch at most one tile per expert; the MMA pads fewer than 64 rows.
@@ -1219,6 +1265,16 @@ TEST(CudaGemmConfig, SpansCoverEveryRowOnce) {
                     {TileSpan::narrow, SpanCut{128, 64, 8 * w}, 64, 64}});
     sets.push_back(
         {{TileSpan::wide, SpanCut{64, 8 * w, 0}, 64, 64}, {TileSpan::narrow, SpanCut{64, 8 * w, 0}, 64, 8 * w}});
+  }
+  // The split with a wide width v (the last part's 65..8v rows as a 128-token tile at width 8v),
+  // with no width split and with each narrow width.
+  for (const int v : kWideWidths) {
+    const Launch wide{TileSpan::wide, SpanCut{128, 8 * v, 0}, 128, 128};
+    const Launch wide_v{TileSpan::narrow, SpanCut{128, 8 * v, 64}, 128, 8 * v};
+    sets.push_back({wide, wide_v, {TileSpan::narrow, split, 64, 64}});
+    for (int w = kMinNarrowWidth; w <= kMaxNarrowWidth; ++w)
+      sets.push_back({wide, wide_v, {TileSpan::narrow, SpanCut{128, 8 * w, 0}, 64, 8 * w},
+                      {TileSpan::narrow, SpanCut{128, 64, 8 * w}, 64, 64}});
   }
   for (size_t si = 0; si < sets.size(); ++si) {
     SCOPED_TRACE("launch set " + std::to_string(si));
@@ -1270,6 +1326,16 @@ TEST(CudaGemmConfig, SpansCoverEveryRowOnce) {
   EXPECT_EQ(span_tiles(50, 64, TileSpan::narrow, w6), 0);
   EXPECT_EQ(span_tiles(107, 64, TileSpan::wide, w6), 1);
   EXPECT_EQ(span_first_row(107, TileSpan::narrow, w6), 64);
+  // The wide width at 96 rows: 342 = 256 + 86 is two wide tiles and a last one at 96; 350 = 256
+  // + 94 too; 360 = 256 + 104 three wide tiles.
+  const SpanCut v12{128, 96, 0}, v12_tile{128, 96, 64};
+  EXPECT_EQ(span_tiles(342, 128, TileSpan::wide, v12), 2);
+  EXPECT_EQ(span_tiles(342, 128, TileSpan::narrow, v12_tile), 1);
+  EXPECT_EQ(span_first_row(342, TileSpan::narrow, v12_tile), 256);
+  EXPECT_EQ(span_tiles(350, 128, TileSpan::narrow, v12_tile), 1);
+  EXPECT_EQ(span_tiles(360, 128, TileSpan::wide, v12), 3);
+  EXPECT_EQ(span_tiles(360, 128, TileSpan::narrow, v12_tile), 0);
+  EXPECT_EQ(span_tiles(320, 128, TileSpan::narrow, v12_tile), 0);  // 64 left: the 64-token launch's
 }
 
 // The sm90 path's bf16 staging of NVFP4 activations: scratch exactly where choose_sm90_config
@@ -1494,6 +1560,63 @@ TEST(CudaGemmSm90, WidthSplitAtEveryWidth) {
           check_problem(spec, GemmPath::sm90);
         }
     }
+  }
+  EXPECT_EQ(cases, 3);
+}
+
+// Sets the split's wide width (set_sm90_wide_width) for its lifetime, then restores the default.
+class WideWidthScope {
+ public:
+  explicit WideWidthScope(int width) { set_sm90_wide_width(width); }
+  ~WideWidthScope() { set_sm90_wide_width(0); }
+  WideWidthScope(const WideWidthScope&) = delete;
+};
+
+// The split's wide width (Sm90Config::wide_width) at every wide width, forced on the split
+// (the split_partial_* cases, last tiles of 65..127 rows), alone and with a width split at
+// n32 on 3 CTAs that walk many units each: against the host (check_problem), and, bit for bit,
+// what the split computes without it (a narrower wgmma computes each token's column as the
+// full one does).
+TEST(CudaGemmSm90, WideWidthAtEveryWidth) {
+  SKIP_WITHOUT_GPU();
+  if (const std::string why = why_no_sm90(0); !why.empty()) GTEST_SKIP() << "no wgmma kernels here: " << why;
+  const Sm90KernelScope scope(Sm90Kernel::split);
+  int cases = 0;
+  for (const Spec& spec : specs()) {
+    if (spec.name.rfind("split_partial_", 0) != 0) continue;
+    ++cases;
+    SCOPED_TRACE(describe(spec));
+    const Problem p = make_problem(spec);
+    const auto dw = upload_weights(p.w, 0);
+    // GEMM 1, then GEMM 2 on GEMM 1's h (bf16, or NVFP4 for W4A4).
+    auto run = [&]() {
+      Gemm1Out o1 = run_gemm1(*dw, p, GemmPath::sm90);
+      std::vector<uint8_t> y =
+          spec.w4a4 ? run_gemm2(*dw, p, GemmPath::sm90, {}, payload<uint8_t>(o1.fp4), payload<uint8_t>(o1.scale), 0.21f)
+                    : run_gemm2(*dw, p, GemmPath::sm90, payload<uint16_t>(o1.h), {}, {}, 1.0f);
+      return std::make_pair(std::move(o1), std::move(y));
+    };
+    int64_t before = sm90_wide_width_launches();
+    const auto [base1, base2] = [&] {
+      const WideWidthScope wide(16);
+      const NarrowWidthScope narrow(8, 0);
+      return run();
+    }();
+    EXPECT_EQ(sm90_wide_width_launches() - before, 0) << "wide width 16: none";
+    for (const int v : kWideWidths)
+      for (const auto& [w, ctas] : {std::pair{8, 0}, std::pair{4, 3}}) {
+        SCOPED_TRACE("wide width " + std::to_string(v) + ", narrow width " + std::to_string(w) + ", grid limit " +
+                     std::to_string(ctas));
+        const WideWidthScope wide(v);
+        const NarrowWidthScope narrow(w, ctas);
+        before = sm90_wide_width_launches();
+        const auto [o1, y] = run();
+        EXPECT_EQ(sm90_wide_width_launches() - before, 2) << "both GEMMs at the wide width";
+        EXPECT_TRUE(o1.h == base1.h) << "h_bf16 differs from the split's without a wide width";
+        EXPECT_TRUE(o1.fp4 == base1.fp4 && o1.scale == base1.scale) << "NVFP4 h differs";
+        EXPECT_TRUE(y == base2) << "y differs from the split's without a wide width";
+        check_problem(spec, GemmPath::sm90);
+      }
   }
   EXPECT_EQ(cases, 3);
 }

@@ -103,9 +103,9 @@ __device__ __forceinline__ uint64_t wgmma_desc_kmajor_sw128(uint32_t smem_addr) 
 
 // wgmma.mma_async.sync.aligned.m64n{8*NT}k16.f32.bf16.bf16 d, {a0..a3}, b_desc, 1, 1, 1, 0:
 // D += A * B with A (64 x 16) from registers, B (16 x 8NT) K-major from shared memory (trans-b
-// 0), scale-d 1 (accumulate), no negation. d[i][c] is D register 4i + c (see above). NT is 2-8
-// or 16 (the widths the kernels issue: gemm_sm90.cu's 64- and 128-token tiles and rsws4's
-// narrow widths); the wgmma reads B's first 8NT rows.
+// 0), scale-d 1 (accumulate), no negation. d[i][c] is D register 4i + c (see above). NT is 2-8,
+// 10, 12, 14 or 16 (the widths the kernels issue: gemm_sm90.cu's 64- and 128-token tiles, rsws4's
+// narrow widths and the wide widths of rsws's last tiles); the wgmma reads B's first 8NT rows.
 template <int NT>
 __device__ __forceinline__ void wgmma_m64k16_bf16_rs(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t b_desc);
 
@@ -153,6 +153,29 @@ FP4MOE_WGMMA_RS(8, "64", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12
                 "{%32, %33, %34, %35}, %36", "37",
                 FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1), FP4MOE_WGMMA_D4(d, 2), FP4MOE_WGMMA_D4(d, 3),
                 FP4MOE_WGMMA_D4(d, 4), FP4MOE_WGMMA_D4(d, 5), FP4MOE_WGMMA_D4(d, 6), FP4MOE_WGMMA_D4(d, 7))
+FP4MOE_WGMMA_RS(10, "80", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                "%32, %33, %34, %35, %36, %37, %38, %39}",
+                "{%40, %41, %42, %43}, %44", "45",
+                FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1), FP4MOE_WGMMA_D4(d, 2), FP4MOE_WGMMA_D4(d, 3),
+                FP4MOE_WGMMA_D4(d, 4), FP4MOE_WGMMA_D4(d, 5), FP4MOE_WGMMA_D4(d, 6), FP4MOE_WGMMA_D4(d, 7),
+                FP4MOE_WGMMA_D4(d, 8), FP4MOE_WGMMA_D4(d, 9))
+FP4MOE_WGMMA_RS(12, "96", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}",
+                "{%48, %49, %50, %51}, %52", "53",
+                FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1), FP4MOE_WGMMA_D4(d, 2), FP4MOE_WGMMA_D4(d, 3),
+                FP4MOE_WGMMA_D4(d, 4), FP4MOE_WGMMA_D4(d, 5), FP4MOE_WGMMA_D4(d, 6), FP4MOE_WGMMA_D4(d, 7),
+                FP4MOE_WGMMA_D4(d, 8), FP4MOE_WGMMA_D4(d, 9), FP4MOE_WGMMA_D4(d, 10), FP4MOE_WGMMA_D4(d, 11))
+FP4MOE_WGMMA_RS(14, "112", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                "%48, %49, %50, %51, %52, %53, %54, %55}",
+                "{%56, %57, %58, %59}, %60", "61",
+                FP4MOE_WGMMA_D4(d, 0), FP4MOE_WGMMA_D4(d, 1), FP4MOE_WGMMA_D4(d, 2), FP4MOE_WGMMA_D4(d, 3),
+                FP4MOE_WGMMA_D4(d, 4), FP4MOE_WGMMA_D4(d, 5), FP4MOE_WGMMA_D4(d, 6), FP4MOE_WGMMA_D4(d, 7),
+                FP4MOE_WGMMA_D4(d, 8), FP4MOE_WGMMA_D4(d, 9), FP4MOE_WGMMA_D4(d, 10), FP4MOE_WGMMA_D4(d, 11),
+                FP4MOE_WGMMA_D4(d, 12), FP4MOE_WGMMA_D4(d, 13))
 FP4MOE_WGMMA_RS(16, "128", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
