@@ -1508,6 +1508,15 @@ class NarrowWidthScope {
   NarrowWidthScope(const NarrowWidthScope&) = delete;
 };
 
+// GEMM 1 on the sm90 path, then GEMM 2 on its h (bf16, or NVFP4 for W4A4): GEMM 1's outputs and y.
+std::pair<Gemm1Out, std::vector<uint8_t>> run_sm90_gemms(const Spec& spec, const Problem& p, const DeviceWeights& dw) {
+  Gemm1Out o1 = run_gemm1(dw, p, GemmPath::sm90);
+  std::vector<uint8_t> y =
+      spec.w4a4 ? run_gemm2(dw, p, GemmPath::sm90, {}, payload<uint8_t>(o1.fp4), payload<uint8_t>(o1.scale), 0.21f)
+                : run_gemm2(dw, p, GemmPath::sm90, payload<uint16_t>(o1.h), {}, {}, 1.0f);
+  return {std::move(o1), std::move(y)};
+}
+
 // The width split (Sm90Config::narrow_width) at every narrow width, forced (the narrow_* cases,
 // fewer than 64 rows per expert, have too few units for the default to split), on rsws4's
 // 64-token tiles and on the split's last tiles: against the host (check_problem: every covered
@@ -1524,14 +1533,10 @@ TEST(CudaGemmSm90, WidthSplitAtEveryWidth) {
     SCOPED_TRACE(describe(spec));
     const Problem p = make_problem(spec);
     const auto dw = upload_weights(p.w, 0);
-    // GEMM 1, then GEMM 2 on GEMM 1's h (bf16, or NVFP4 for W4A4) at `width` on `ctas` CTAs.
+    // Both GEMMs at `width` on `ctas` CTAs.
     auto run = [&](int width, int ctas) {
       const NarrowWidthScope widths(width, ctas);
-      Gemm1Out o1 = run_gemm1(*dw, p, GemmPath::sm90);
-      std::vector<uint8_t> y =
-          spec.w4a4 ? run_gemm2(*dw, p, GemmPath::sm90, {}, payload<uint8_t>(o1.fp4), payload<uint8_t>(o1.scale), 0.21f)
-                    : run_gemm2(*dw, p, GemmPath::sm90, payload<uint16_t>(o1.h), {}, {}, 1.0f);
-      return std::make_pair(std::move(o1), std::move(y));
+      return run_sm90_gemms(spec, p, *dw);
     };
     for (const Sm90Kernel kernel : {Sm90Kernel::automatic, Sm90Kernel::split}) {
       SCOPED_TRACE(kernel == Sm90Kernel::split ? "split" : "rsws4");
@@ -1588,14 +1593,7 @@ TEST(CudaGemmSm90, WideWidthAtEveryWidth) {
     SCOPED_TRACE(describe(spec));
     const Problem p = make_problem(spec);
     const auto dw = upload_weights(p.w, 0);
-    // GEMM 1, then GEMM 2 on GEMM 1's h (bf16, or NVFP4 for W4A4).
-    auto run = [&]() {
-      Gemm1Out o1 = run_gemm1(*dw, p, GemmPath::sm90);
-      std::vector<uint8_t> y =
-          spec.w4a4 ? run_gemm2(*dw, p, GemmPath::sm90, {}, payload<uint8_t>(o1.fp4), payload<uint8_t>(o1.scale), 0.21f)
-                    : run_gemm2(*dw, p, GemmPath::sm90, payload<uint16_t>(o1.h), {}, {}, 1.0f);
-      return std::make_pair(std::move(o1), std::move(y));
-    };
+    auto run = [&] { return run_sm90_gemms(spec, p, *dw); };
     int64_t before = sm90_wide_width_launches();
     const auto [base1, base2] = [&] {
       const WideWidthScope wide(16);
