@@ -77,6 +77,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -133,20 +134,18 @@ int wide_width_of(double mean, double sd, int narrow) {
                                                 : kSplitWideTile;
     return double(rows - rest + last);
   };
-  auto expected = [&](int v) {
-    double cost = 0, total = 0;
-    for (int rows = lo; rows <= hi; ++rows) {
-      const double z = (rows - mean) / sd, pr = std::exp(-0.5 * z * z);
-      cost += pr * width(rows, v);
-      total += pr;
-    }
-    return cost / total;
-  };
-  const double none = expected(16);
+  // Expected width unnormalized (all share the weights' sum): none, then each of kWideWidths.
+  constexpr int kWide = int(std::size(kWideWidths));
+  double none = 0, cost[kWide] = {};
+  for (int rows = lo; rows <= hi; ++rows) {
+    const double z = (rows - mean) / sd, pr = std::exp(-0.5 * z * z);
+    none += pr * width(rows, 16);
+    for (int i = 0; i < kWide; ++i) cost[i] += pr * width(rows, kWideWidths[i]);
+  }
   int best = 16;
   double best_cost = none * (1.0 - 1.0 / 25);
-  for (const int v : kWideWidths)
-    if (const double cost = expected(v); cost < best_cost) best = v, best_cost = cost;
+  for (int i = 0; i < kWide; ++i)
+    if (cost[i] < best_cost) best = kWideWidths[i], best_cost = cost[i];
   return best;
 }
 
@@ -280,7 +279,7 @@ struct Params {
   float a_mult;  // a_dq
   int64_t tiles;
   TileSpan span;  // which of an expert's tiles this launch runs (persistent kernels; the rs kernel: all)
-  SpanCut cut;    // where span cuts (the split's or the width split's)
+  SpanCut cut;    // where span cuts (the split's, the width split's or the wide width's)
   sm80::Epilogue epi;
 };
 
@@ -994,8 +993,9 @@ struct RsWsTile : StageLayout<NT> {
 // per k-block and warp, which ptxas recomputed rather than keep in registers).
 //
 // NU: the width of the consumers' wgmma (m64n{8 NU}k16), NT but in the width split's narrow
-// launches (Sm90Config::narrow_width), whose tiles have at most 8 NU rows: B's first 8 NU token
-// rows, the accumulators and the epilogue of those. The producer fills the whole B tile as ever.
+// launches (Sm90Config::narrow_width) and the split's wide-width launch (Sm90Config::wide_width),
+// whose tiles have at most 8 NU rows: B's first 8 NU token rows, the accumulators and the
+// epilogue of those. The producer fills the whole B tile as ever.
 template <int NT, bool GEMM1, int kCw, bool MX, int NU = NT>
 __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     sm90_rsws_gemm(const Params p, const __grid_constant__ WeightMaps maps) {
@@ -1284,7 +1284,7 @@ void launch_rsws4_narrow(int width, dim3 grid, const Params& p, const WeightMaps
 // rsws (128-token tiles) at the split's wide width (kWideWidths).
 template <bool GEMM1>
 void launch_rsws_wide(int width, dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_t stream) {
-  static_assert(sizeof kWideWidths / sizeof kWideWidths[0] == 3 && kWideWidths[0] == 10 && kWideWidths[1] == 12 &&
+  static_assert(std::size(kWideWidths) == 3 && kWideWidths[0] == 10 && kWideWidths[1] == 12 &&
                     kWideWidths[2] == 14,
                 "one case per wide width");
   switch (width) {
@@ -1303,22 +1303,17 @@ dim3 persistent_grid(int64_t units, int device) {
   return dim3(unsigned(std::max<int64_t>(ctas, 1)));
 }
 
-// The width split's narrow width for config c (rsws4 unsplit, or the split), or 8 (none): c's,
-// unless a test or the environment (FP4MOE_SM90_WIDTHS=0: none) says otherwise.
-int narrow_width_for(const Sm90Config& c) {
-  if (const int forced = g_narrow_width.load(std::memory_order_relaxed); forced > 0) return forced;
-  const char* v = std::getenv("FP4MOE_SM90_WIDTHS");  // read per GEMM, for A/B runs
-  if (v && v[0] == '0') return 8;
-  return c.narrow_width;
-}
-
-// The split's wide width for config c, or 16 (none): as narrow_width_for.
-int wide_width_for(const Sm90Config& c) {
-  if (const int forced = g_wide_width.load(std::memory_order_relaxed); forced > 0) return forced;
+// A width the config chose (`chosen`), unless a test forced one (`forced` > 0) or the
+// environment turns the widths off (FP4MOE_SM90_WIDTHS=0: `none`; read per GEMM, for A/B runs).
+int width_for(const std::atomic<int>& forced, int chosen, int none) {
+  if (const int f = forced.load(std::memory_order_relaxed); f > 0) return f;
   const char* v = std::getenv("FP4MOE_SM90_WIDTHS");
-  if (v && v[0] == '0') return 16;
-  return c.wide_width;
+  return v && v[0] == '0' ? none : chosen;
 }
+// The width split's narrow width for config c (rsws4 unsplit, or the split), or 8 (none).
+int narrow_width_for(const Sm90Config& c) { return width_for(g_narrow_width, c.narrow_width, 8); }
+// The split's wide width for config c, or 16 (none).
+int wide_width_for(const Sm90Config& c) { return width_for(g_wide_width, c.wide_width, 16); }
 
 // The split (Sm90Config::split): the wide tiles on rsws, then the narrow ones on rsws4; with a
 // width split (width < 8), those of at most 8 * width rows at that width, in a launch of their
@@ -1450,7 +1445,7 @@ std::string prepare_rsws4_narrow(std::integer_sequence<int, W...>) {
 // rsws's wide-width instantiations of GEMM 1 or 2 (kWideWidths, launch_rsws_wide), NVFP4 and MX.
 template <bool GEMM1>
 std::string prepare_rsws_wide() {
-  static_assert(sizeof kWideWidths / sizeof kWideWidths[0] == 3 && kWideWidths[0] == 10 && kWideWidths[1] == 12 &&
+  static_assert(std::size(kWideWidths) == 3 && kWideWidths[0] == 10 && kWideWidths[1] == 12 &&
                     kWideWidths[2] == 14,
                 "one kernel per wide width");
   constexpr int kSmem = RsWsTile<16, 2>::kSmem;
@@ -1534,8 +1529,8 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
   char line[1024];
   std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s%s%s (%s%s%s)", which,
                 (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "", tiles, kernel,
-                split_at.c_str(), wide_at.c_str(), runs && staged ? " via bf16 staging" : "", c.why.c_str(), refused.empty() ? "" : "; ",
-                refused.c_str());
+                split_at.c_str(), wide_at.c_str(), runs && staged ? " via bf16 staging" : "", c.why.c_str(),
+                refused.empty() ? "" : "; ", refused.c_str());
   gemm_log(line);
 }
 
