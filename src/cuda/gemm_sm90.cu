@@ -150,6 +150,14 @@ int wide_width_of(double mean, double sd, int narrow) {
   return best;
 }
 
+// A waves threshold, or the environment's value of `var` where set to a positive integer (A/B
+// runs of the thresholds: FP4MOE_SM90_SPLIT_WAVES, FP4MOE_SM90_WIDTH_WAVES).
+int waves_threshold(const char* var, int fallback) {
+  const char* v = std::getenv(var);
+  const int n = v ? std::atoi(v) : 0;
+  return n > 0 ? n : fallback;
+}
+
 }  // namespace
 
 Sm90Config choose_sm90_config(const Sm90Problem& p) {
@@ -181,14 +189,16 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   // kimi-k2 T = 8192 (171 rows per expert): a 128-token and a 64-token tile each instead of
   // three of 64 (H200: 13.46 ms against 15.73). Where the launches are short it is not worth
   // a second one (kSm90SplitMinWaves).
-  c.split = p.rows_bound / kSplitWideTile * c.grid_x >= int64_t(kSm90SplitMinWaves) * std::max(p.num_sms, 1);
+  const int split_waves = waves_threshold("FP4MOE_SM90_SPLIT_WAVES", kSm90SplitMinWaves);
+  const int width_waves = waves_threshold("FP4MOE_SM90_WIDTH_WAVES", kSm90WidthSplitMinWaves);
+  c.split = p.rows_bound / kSplitWideTile * c.grid_x >= int64_t(split_waves) * std::max(p.num_sms, 1);
   c.wide_tiles = std::min<int64_t>(p.rows_bound / kSplitWideTile + p.num_experts, p.rows_bound);
   c.narrow_tiles = std::min<int64_t>(p.num_experts, p.rows_bound);
   // The width split: on rsws4's 64-token tiles below 64 rows per expert, or on the split's
   // narrow tiles (the last per_expert % 128 rows, when at most 64), with enough waves of units.
   const double sd = std::sqrt(double(per_expert));
   const int64_t rest = per_expert % kSplitWideTile;
-  const bool waves = c.grid_x * active >= int64_t(kSm90WidthSplitMinWaves) * std::max(p.num_sms, 1);
+  const bool waves = c.grid_x * active >= int64_t(width_waves) * std::max(p.num_sms, 1);
   if (waves && c.split && rest <= kSplitNarrowTile) c.narrow_width = narrow_width_of(double(rest), sd);
   if (waves && !c.split && c.token_tile == 64 && per_expert < 64)
     c.narrow_width = narrow_width_of(double(per_expert), sd);
