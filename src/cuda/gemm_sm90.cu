@@ -88,6 +88,7 @@
 
 #include "cuda/common/check.hpp"
 #include "cuda/common/device.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/ptx_sm90.cuh"
 #include "cuda/gemm_internal.hpp"
@@ -149,6 +150,14 @@ int wide_width_of(double mean, double sd, int narrow) {
   return best;
 }
 
+// A waves threshold, or the environment's value of `var` where set to a positive integer (A/B
+// runs of the thresholds: FP4MOE_SM90_SPLIT_WAVES, FP4MOE_SM90_WIDTH_WAVES).
+int waves_threshold(const char* var, int fallback) {
+  const char* v = std::getenv(var);
+  const int n = v ? std::atoi(v) : 0;
+  return n > 0 ? n : fallback;
+}
+
 }  // namespace
 
 Sm90Config choose_sm90_config(const Sm90Problem& p) {
@@ -180,14 +189,16 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   // kimi-k2 T = 8192 (171 rows per expert): a 128-token and a 64-token tile each instead of
   // three of 64 (H200: 13.46 ms against 15.73). Where the launches are short it is not worth
   // a second one (kSm90SplitMinWaves).
-  c.split = p.rows_bound / kSplitWideTile * c.grid_x >= int64_t(kSm90SplitMinWaves) * std::max(p.num_sms, 1);
+  const int split_waves = waves_threshold("FP4MOE_SM90_SPLIT_WAVES", kSm90SplitMinWaves);
+  const int width_waves = waves_threshold("FP4MOE_SM90_WIDTH_WAVES", kSm90WidthSplitMinWaves);
+  c.split = p.rows_bound / kSplitWideTile * c.grid_x >= int64_t(split_waves) * std::max(p.num_sms, 1);
   c.wide_tiles = std::min<int64_t>(p.rows_bound / kSplitWideTile + p.num_experts, p.rows_bound);
   c.narrow_tiles = std::min<int64_t>(p.num_experts, p.rows_bound);
   // The width split: on rsws4's 64-token tiles below 64 rows per expert, or on the split's
   // narrow tiles (the last per_expert % 128 rows, when at most 64), with enough waves of units.
   const double sd = std::sqrt(double(per_expert));
   const int64_t rest = per_expert % kSplitWideTile;
-  const bool waves = c.grid_x * active >= int64_t(kSm90WidthSplitMinWaves) * std::max(p.num_sms, 1);
+  const bool waves = c.grid_x * active >= int64_t(width_waves) * std::max(p.num_sms, 1);
   if (waves && c.split && rest <= kSplitNarrowTile) c.narrow_width = narrow_width_of(double(rest), sd);
   if (waves && !c.split && c.token_tile == 64 && per_expert < 64)
     c.narrow_width = narrow_width_of(double(per_expert), sd);
@@ -1022,6 +1033,18 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     ptx::fence_proxy_async_shared();  // the initialized barriers, visible to the bulk copies' complete_tx
   }
   __syncthreads();  // the barriers' initialization, visible to all
+  // A split's launches after its first run as programmatic dependents (launch_split): this grid
+  // lets the next launch start at once, so that its CTAs take the SMs this grid's CTAs leave;
+  // and thread 0 waits at its end for the grid before, so that this grid completes after that
+  // one (the kernel after the split, launched normally, then sees every launch's rows). The
+  // launches read only what was complete before the first began, and write disjoint rows. Both
+  // immediate when launched normally.
+  ptx::grid_dependency_trigger();
+  struct WaitAtEnd {
+    __device__ ~WaitAtEnd() {
+      if (threadIdx.x == 0) ptx::grid_dependency_wait();
+    }
+  } wait_at_end;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4, 0), wl = warp % 4;  // warp-uniform
@@ -1259,38 +1282,51 @@ WeightMaps encode_weight_maps(const WeightMatrix& w) {
 }
 
 // An rsws kernel of NVFP4 or MX weights (at wgmma width NU); maps: encode_weight_maps(p.w),
-// encoded once for all of a GEMM's launches.
+// encoded once for all of a GEMM's launches. dependent: as the programmatic dependent of the
+// launch before it (a split's later launches, split_pdl).
 template <int NT, bool GEMM1, int kCw, int NU = NT>
-void launch_rsws(dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_t stream) {
+void launch_rsws(dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_t stream, bool dependent = false) {
   constexpr int kThreads = RsRoles<kCw>::kThreads, kSmem = RsWsTile<NT, kCw>::kSmem;
-  if (p.w.block == kMxfp4Block) sm90_rsws_gemm<NT, GEMM1, kCw, true, NU><<<grid, kThreads, kSmem, stream>>>(p, maps);
-  else sm90_rsws_gemm<NT, GEMM1, kCw, false, NU><<<grid, kThreads, kSmem, stream>>>(p, maps);
+  if (p.w.block == kMxfp4Block)
+    launch_kernel(sm90_rsws_gemm<NT, GEMM1, kCw, true, NU>, grid, dim3(kThreads), kSmem, dependent, stream, p, maps);
+  else
+    launch_kernel(sm90_rsws_gemm<NT, GEMM1, kCw, false, NU>, grid, dim3(kThreads), kSmem, dependent, stream, p, maps);
+}
+
+// Whether a split's launches after the first run as programmatic dependents of the one before
+// (FP4MOE_SM90_PDL=0: launched normally; read per GEMM, for A/B runs). The rsws kernels exist
+// only as sm_90a code, which runs only on an sm_90 device: PDL-capable.
+bool split_pdl() {
+  const char* v = std::getenv("FP4MOE_SM90_PDL");
+  return !(v && v[0] == '0');
 }
 
 // rsws4 at the width split's narrow width (kMinNarrowWidth..kMaxNarrowWidth).
 template <bool GEMM1>
-void launch_rsws4_narrow(int width, dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_t stream) {
+void launch_rsws4_narrow(int width, dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_t stream,
+                         bool dependent) {
   static_assert(kMinNarrowWidth == 2 && kMaxNarrowWidth == 7, "one case per narrow width");
   switch (width) {
-    case 2: return launch_rsws<8, GEMM1, 4, 2>(grid, p, maps, stream);
-    case 3: return launch_rsws<8, GEMM1, 4, 3>(grid, p, maps, stream);
-    case 4: return launch_rsws<8, GEMM1, 4, 4>(grid, p, maps, stream);
-    case 5: return launch_rsws<8, GEMM1, 4, 5>(grid, p, maps, stream);
-    case 6: return launch_rsws<8, GEMM1, 4, 6>(grid, p, maps, stream);
-    default: return launch_rsws<8, GEMM1, 4, 7>(grid, p, maps, stream);
+    case 2: return launch_rsws<8, GEMM1, 4, 2>(grid, p, maps, stream, dependent);
+    case 3: return launch_rsws<8, GEMM1, 4, 3>(grid, p, maps, stream, dependent);
+    case 4: return launch_rsws<8, GEMM1, 4, 4>(grid, p, maps, stream, dependent);
+    case 5: return launch_rsws<8, GEMM1, 4, 5>(grid, p, maps, stream, dependent);
+    case 6: return launch_rsws<8, GEMM1, 4, 6>(grid, p, maps, stream, dependent);
+    default: return launch_rsws<8, GEMM1, 4, 7>(grid, p, maps, stream, dependent);
   }
 }
 
 // rsws (128-token tiles) at the split's wide width (kWideWidths).
 template <bool GEMM1>
-void launch_rsws_wide(int width, dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_t stream) {
+void launch_rsws_wide(int width, dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_t stream,
+                      bool dependent) {
   static_assert(std::size(kWideWidths) == 3 && kWideWidths[0] == 10 && kWideWidths[1] == 12 &&
                     kWideWidths[2] == 14,
                 "one case per wide width");
   switch (width) {
-    case 10: return launch_rsws<16, GEMM1, 2, 10>(grid, p, maps, stream);
-    case 12: return launch_rsws<16, GEMM1, 2, 12>(grid, p, maps, stream);
-    default: return launch_rsws<16, GEMM1, 2, 14>(grid, p, maps, stream);
+    case 10: return launch_rsws<16, GEMM1, 2, 10>(grid, p, maps, stream, dependent);
+    case 12: return launch_rsws<16, GEMM1, 2, 12>(grid, p, maps, stream, dependent);
+    default: return launch_rsws<16, GEMM1, 2, 14>(grid, p, maps, stream, dependent);
   }
 }
 
@@ -1318,10 +1354,12 @@ int wide_width_for(const Sm90Config& c) { return width_for(g_wide_width, c.wide_
 // The split (Sm90Config::split): the wide tiles on rsws, then the narrow ones on rsws4; with a
 // width split (width < 8), those of at most 8 * width rows at that width, in a launch of their
 // own; with a wide width (wide < 16), the last tiles of 65..8 wide rows on rsws at that width,
-// in a launch of their own. The launches write disjoint rows.
+// in a launch of their own. The launches write disjoint rows; those after the first are
+// programmatic dependents of the one before (split_pdl).
 template <bool GEMM1>
 void launch_split(const Sm90Config& c, int width, int wide, Params p, const WeightMaps& maps, int device,
                   cudaStream_t stream) {
+  const bool pdl = split_pdl();
   p.span = TileSpan::wide;
   p.tiles = c.wide_tiles;
   p.cut = SpanCut{kSplitWideTile, wide < 16 ? 8 * wide : kSplitNarrowTile, 0};
@@ -1332,19 +1370,19 @@ void launch_split(const Sm90Config& c, int width, int wide, Params p, const Weig
   const dim3 narrow_grid = persistent_grid(c.grid_x * c.narrow_tiles, device);
   if (wide < 16) {
     p.cut = SpanCut{kSplitWideTile, 8 * wide, kSplitNarrowTile};
-    launch_rsws_wide<GEMM1>(wide, narrow_grid, p, maps, stream);
+    launch_rsws_wide<GEMM1>(wide, narrow_grid, p, maps, stream, pdl);
     FP4MOE_CUDA_CHECK_LAUNCH();
     g_wide_width_launches.fetch_add(1, std::memory_order_relaxed);
   }
   p.cut = SpanCut{};
   if (width < 8) {
     p.cut = SpanCut{kSplitWideTile, 8 * width, 0};
-    launch_rsws4_narrow<GEMM1>(width, narrow_grid, p, maps, stream);
+    launch_rsws4_narrow<GEMM1>(width, narrow_grid, p, maps, stream, pdl);
     FP4MOE_CUDA_CHECK_LAUNCH();
     p.cut = SpanCut{kSplitWideTile, kSplitNarrowTile, 8 * width};
     g_width_split_launches.fetch_add(1, std::memory_order_relaxed);
   }
-  launch_rsws<kSplitNarrowTile / 8, GEMM1, 4>(narrow_grid, p, maps, stream);
+  launch_rsws<kSplitNarrowTile / 8, GEMM1, 4>(narrow_grid, p, maps, stream, pdl);
   FP4MOE_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);  // one GEMM
   g_rsws_launches.fetch_add(1, std::memory_order_relaxed);
@@ -1352,18 +1390,19 @@ void launch_split(const Sm90Config& c, int width, int wide, Params p, const Weig
 }
 
 // The width split (Sm90Config::narrow_width): the narrow last tiles at their width, then the
-// others at 64 tokens, both on rsws4. The two launches write disjoint rows.
+// others at 64 tokens, both on rsws4. The two launches write disjoint rows; the second is the
+// programmatic dependent of the first (split_pdl).
 template <bool GEMM1>
 void launch_width_split(const Sm90Config& c, int width, Params p, const WeightMaps& maps, int device,
                         cudaStream_t stream) {
   p.cut = SpanCut{64, 8 * width, 0};
   p.span = TileSpan::narrow;
   p.tiles = c.narrow_tiles;
-  launch_rsws4_narrow<GEMM1>(width, persistent_grid(c.grid_x * c.narrow_tiles, device), p, maps, stream);
+  launch_rsws4_narrow<GEMM1>(width, persistent_grid(c.grid_x * c.narrow_tiles, device), p, maps, stream, false);
   FP4MOE_CUDA_CHECK_LAUNCH();
   p.span = TileSpan::wide;
   p.tiles = c.tiles;
-  launch_rsws<8, GEMM1, 4>(persistent_grid(c.grid_x * c.tiles, device), p, maps, stream);
+  launch_rsws<8, GEMM1, 4>(persistent_grid(c.grid_x * c.tiles, device), p, maps, stream, split_pdl());
   FP4MOE_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);  // one GEMM
   g_rsws4_launches.fetch_add(1, std::memory_order_relaxed);

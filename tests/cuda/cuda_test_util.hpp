@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -117,6 +118,22 @@ class DeviceBuffer {
  private:
   void* base_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// Sets (value) or unsets (nullptr) an environment variable for its lifetime, then unsets it
+// (the switches the CUDA backend reads per call, for A/B runs).
+class EnvVar {
+ public:
+  EnvVar(const char* name, const char* value) : name_(name) {
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~EnvVar() { unsetenv(name_); }
+  EnvVar(const EnvVar&) = delete;
+  EnvVar& operator=(const EnvVar&) = delete;
+
+ private:
+  const char* name_;
 };
 
 }  // namespace fp4moe::testing

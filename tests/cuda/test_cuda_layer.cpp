@@ -70,21 +70,6 @@ std::vector<float> reference_tokens(const MoEProblem& p, int64_t n) {
 }
 
 // gemm: the FP4MOE_GEMM value the backend sees at prepare ("" = the default path).
-// Sets (value) or unsets (nullptr) an environment variable for its lifetime.
-class EnvVar {
- public:
-  EnvVar(const char* name, const char* value) : name_(name) {
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~EnvVar() { unsetenv(name_); }
-  EnvVar(const EnvVar&) = delete;
-  EnvVar& operator=(const EnvVar&) = delete;
-
- private:
-  const char* name_;
-};
-
 Layer prepare_cuda(const MoEProblem& p, const std::string& gemm = "") {
   if (!gemm.empty()) setenv("FP4MOE_GEMM", gemm.c_str(), 1);
   PrepareOptions o;

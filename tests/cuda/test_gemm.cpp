@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda/common/device.hpp"
+#include "cuda/cuda_test_util.hpp"
 #include "cuda/gemm.hpp"
 #include "cuda/gemm_internal.hpp"
 #include "format/quant.hpp"
@@ -1581,7 +1582,7 @@ class WideWidthScope {
 // (the split_partial_* cases, last tiles of 65..127 rows), alone and with a width split at
 // n32 on 3 CTAs that walk many units each: against the host (check_problem), and, bit for bit,
 // what the split computes without it (a narrower wgmma computes each token's column as the
-// full one does).
+// full one does) and what it computes with its launches not chained by PDL.
 TEST(CudaGemmSm90, WideWidthAtEveryWidth) {
   SKIP_WITHOUT_GPU();
   if (const std::string why = why_no_sm90(0); !why.empty()) GTEST_SKIP() << "no wgmma kernels here: " << why;
@@ -1615,6 +1616,19 @@ TEST(CudaGemmSm90, WideWidthAtEveryWidth) {
         EXPECT_TRUE(y == base2) << "y differs from the split's without a wide width";
         check_problem(spec, GemmPath::sm90);
       }
+    // The split's launches after the first as programmatic dependents of the one before (the
+    // default) or launched normally (FP4MOE_SM90_PDL=0): the same bits, with every launch (the
+    // wide width's and the width split's too).
+    {
+      const WideWidthScope wide(kWideWidths[0]);
+      const NarrowWidthScope narrow(4, 3);
+      const auto [o1, y] = run();
+      const fp4moe::testing::EnvVar off("FP4MOE_SM90_PDL", "0");
+      const auto [p1, py] = run();
+      EXPECT_TRUE(p1.h == o1.h && p1.fp4 == o1.fp4 && p1.scale == o1.scale) << "GEMM 1 differs without PDL";
+      EXPECT_TRUE(py == y) << "y differs without PDL";
+      EXPECT_TRUE(y == base2) << "y differs from the split's without a wide width";
+    }
   }
   EXPECT_EQ(cases, 3);
 }
