@@ -459,6 +459,17 @@ inline constexpr int kMinNarrowWidth = 2, kMaxNarrowWidth = 7;
 // 637.7 / 656.9 -> 601.0 / 623.6, deepseek-v3 T = 512 (31-55) 2,864.9 -> 2,663.5; qwen3-30b
 // T = 256 / 512 (5.8-7.8) 198.2 / 207.6 -> 204.0 / 226.0.
 inline constexpr int kSm90WidthSplitMinWaves = 10;
+// Below that, rsws4's width split (unsplit, under 64 rows per expert) where the expected
+// fraction of MMA width it saves (16 / 24 / 32 / 48 rows: 0.61 / 0.48 / 0.35 / 0.13) times the
+// waves is at least this: the second launch runs as a programmatic dependent of the first, so
+// its tail costs less. Measured on the H200 (W4A16, two runs each, µs per layer, the width split
+// against not; products for GEMM 1 / 2): qwen3-30b T = 256 / 384 / 512 (16 / 24 / 32 rows,
+// 5.8 / 7.8 waves: 3.6-4.8, 2.8-3.7, 2.0-2.7) 199.1 / 203.8 / 209.3 -> 177.8 / 197.8 / 208.1
+// (W4A4 alike), T = 768 (48: 0.8-1.0) 220.3 -> 230.2; qwen3-235b with E = 64 T = 128 / 256 /
+// 384 (16 / 32 / 48) 330.4 / 340.2 / 353.1 -> 290.8 / 327.1 / 353.9; qwen3-30b with E = 64
+// (2.9 / 3.9 waves) T = 128 / 256 / 384 (1.8-2.4, 1.0-1.4, 0.4-0.5) 109.4 / 114.3 / 118.6 ->
+// 102.7 / 125.8 / 135.9.
+inline constexpr double kSm90WidthSplitMinGain = 1.6;
 // The split's wide widths (n8 tiles of the wgmma N): rsws (128-token tiles) has a kernel for
 // each, for last tiles of 65..8v rows (Sm90Config::wide_width).
 inline constexpr int kWideWidths[] = {10, 12, 14};

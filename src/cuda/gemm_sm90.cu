@@ -103,14 +103,20 @@ namespace {
 // routing): the width of least expected MMA width per last tile, a tile of more than 8 w rows
 // at 64; 8 (none) unless that saves a tenth. kimi-k2 T = 768 / 1024 / 2048 (16 / 22 / 43
 // rows): 3 / 4 / 6; T = 8192 (171 = 128 + 43, sd 13): 6; qwen3-235b T = 512 (32): 5.
-int narrow_width_of(double mean, double sd) {
+// saved: the expected fraction of a 64-wide last tile's MMA width that width saves (16 / 24 /
+// 32 / 48 rows: 0.61 / 0.48 / 0.35 / 0.13).
+struct NarrowWidth {
+  int width = 8;
+  double saved = 0;
+};
+NarrowWidth narrow_width_of(double mean, double sd) {
   sd = std::max(sd, 1.0);
-  int best = 8;
+  NarrowWidth best;
   double best_cost = 64.0 * 0.9;
   for (int w = kMinNarrowWidth; w <= kMaxNarrowWidth; ++w) {
     const double fits = 0.5 * std::erfc(-(8.0 * w + 0.5 - mean) / (sd * std::sqrt(2.0)));  // P(rows <= 8 w)
     const double cost = fits * 8.0 * w + (1.0 - fits) * 64.0;
-    if (cost < best_cost) best = w, best_cost = cost;
+    if (cost < best_cost) best = {w, 1.0 - cost / 64.0}, best_cost = cost;
   }
   return best;
 }
@@ -190,7 +196,8 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   // three of 64 (H200: 13.46 ms against 15.73). Where the launches are short it is not worth
   // a second one (kSm90SplitMinWaves).
   const int split_waves = waves_threshold("FP4MOE_SM90_SPLIT_WAVES", kSm90SplitMinWaves);
-  const int width_waves = waves_threshold("FP4MOE_SM90_WIDTH_WAVES", kSm90WidthSplitMinWaves);
+  const int width_waves_env = waves_threshold("FP4MOE_SM90_WIDTH_WAVES", 0);
+  const int width_waves = width_waves_env > 0 ? width_waves_env : kSm90WidthSplitMinWaves;
   c.split = p.rows_bound / kSplitWideTile * c.grid_x >= int64_t(split_waves) * std::max(p.num_sms, 1);
   c.wide_tiles = std::min<int64_t>(p.rows_bound / kSplitWideTile + p.num_experts, p.rows_bound);
   c.narrow_tiles = std::min<int64_t>(p.num_experts, p.rows_bound);
@@ -198,11 +205,16 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   // narrow tiles (the last per_expert % 128 rows, when at most 64), with enough waves of units.
   const double sd = std::sqrt(double(per_expert));
   const int64_t rest = per_expert % kSplitWideTile;
-  const bool waves = c.grid_x * active >= int64_t(width_waves) * std::max(p.num_sms, 1);
-  if (waves && c.split && rest <= kSplitNarrowTile) c.narrow_width = narrow_width_of(double(rest), sd);
-  if (waves && !c.split && c.token_tile == 64 && per_expert < 64)
-    c.narrow_width = narrow_width_of(double(per_expert), sd);
-  if (waves && c.split) c.wide_width = wide_width_of(double(per_expert), sd, c.narrow_width);
+  const double waves = double(c.grid_x * active) / std::max(p.num_sms, 1);
+  const bool many_waves = waves >= width_waves;
+  if (many_waves && c.split && rest <= kSplitNarrowTile) c.narrow_width = narrow_width_of(double(rest), sd).width;
+  if (!c.split && c.token_tile == 64 && per_expert < 64) {
+    // rsws4's last tiles are an expert's only tile: below kSm90WidthSplitMinWaves the width
+    // split still pays where it saves enough of the GEMM's MMA width (kSm90WidthSplitMinGain).
+    const NarrowWidth nw = narrow_width_of(double(per_expert), sd);
+    if (many_waves || (width_waves_env == 0 && nw.saved * waves >= kSm90WidthSplitMinGain)) c.narrow_width = nw.width;
+  }
+  if (many_waves && c.split) c.wide_width = wide_width_of(double(per_expert), sd, c.narrow_width);
   c.why = std::to_string(per_expert) + " rows per active expert: wgmma, " +
           (c.split ? "128-token tiles and 64-token last tiles (split; unsplit: " + std::to_string(c.token_tile) +
                          " tokens per CTA)"
