@@ -470,6 +470,16 @@ inline constexpr int kSm90WidthSplitMinWaves = 10;
 // (2.9 / 3.9 waves) T = 128 / 256 / 384 (1.8-2.4, 1.0-1.4, 0.4-0.5) 109.4 / 114.3 / 118.6 ->
 // 102.7 / 125.8 / 135.9.
 inline constexpr double kSm90WidthSplitMinGain = 1.6;
+// The split's widths (its narrow width and its wide width) from this many waves of units.
+// Measured on the H200 (W4A16, two runs each, µs per layer, from 5 against from 10; 5.8 / 7.8
+// waves): qwen3-30b T = 2048 / 4096 / 8192 / 16384 497.1 / 869.8 / 1,647.3 / 3,196.9 -> 483.2 /
+// 862.4 / 1,650.5 / 3,187.9 (W4A4 T = 2048 / 4096 -2.5 / -1.1%); qwen3-235b with E = 64 T =
+// 1024 / 2048 / 4096 775.5 / 1,459.6 / 2,695.4 -> 750.5 / 1,417.6 / 2,694.4.
+inline constexpr int kSm90SplitWidthMinWaves = 5;
+// Below kSm90SplitMinWaves the split still runs from this many waves of full 128-token tiles
+// where its wide width applies (Sm90Config::wide_width < 16). qwen3-30b T = 1024 (64 rows per
+// expert, 2.9 / 3.9 waves): 307.9 µs unsplit, 311.9 split, 290.6 split with the wide width n80.
+inline constexpr int kSm90SplitWideMinWaves = 2;
 // The split's wide widths (n8 tiles of the wgmma N): rsws (128-token tiles) has a kernel for
 // each, for last tiles of 65..8v rows (Sm90Config::wide_width).
 inline constexpr int kWideWidths[] = {10, 12, 14};

@@ -194,27 +194,34 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   // The split: the 128-token kernel's efficiency, and fewer than 64 padded rows per expert.
   // kimi-k2 T = 8192 (171 rows per expert): a 128-token and a 64-token tile each instead of
   // three of 64 (H200: 13.46 ms against 15.73). Where the launches are short it is not worth
-  // a second one (kSm90SplitMinWaves).
-  const int split_waves = waves_threshold("FP4MOE_SM90_SPLIT_WAVES", kSm90SplitMinWaves);
+  // a second one (kSm90SplitMinWaves), unless its wide width applies (kSm90SplitWideMinWaves).
+  // The environment's thresholds (A/B runs) replace these rules by a threshold alone.
+  const int split_waves_env = waves_threshold("FP4MOE_SM90_SPLIT_WAVES", 0);
   const int width_waves_env = waves_threshold("FP4MOE_SM90_WIDTH_WAVES", 0);
-  const int width_waves = width_waves_env > 0 ? width_waves_env : kSm90WidthSplitMinWaves;
-  c.split = p.rows_bound / kSplitWideTile * c.grid_x >= int64_t(split_waves) * std::max(p.num_sms, 1);
+  const int64_t sms = std::max(p.num_sms, 1);
+  const int64_t wide_units = p.rows_bound / kSplitWideTile * c.grid_x;
   c.wide_tiles = std::min<int64_t>(p.rows_bound / kSplitWideTile + p.num_experts, p.rows_bound);
   c.narrow_tiles = std::min<int64_t>(p.num_experts, p.rows_bound);
-  // The width split: on rsws4's 64-token tiles below 64 rows per expert, or on the split's
-  // narrow tiles (the last per_expert % 128 rows, when at most 64), with enough waves of units.
+  // The widths: on rsws4's 64-token tiles below 64 rows per expert, or on the split's narrow
+  // tiles (the last per_expert % 128 rows, when at most 64) and its last tiles of 65..8v rows,
+  // with enough waves of units.
   const double sd = std::sqrt(double(per_expert));
   const int64_t rest = per_expert % kSplitWideTile;
-  const double waves = double(c.grid_x * active) / std::max(p.num_sms, 1);
-  const bool many_waves = waves >= width_waves;
-  if (many_waves && c.split && rest <= kSplitNarrowTile) c.narrow_width = narrow_width_of(double(rest), sd).width;
+  const double waves = double(c.grid_x * active) / double(sms);
+  const bool many_waves = waves >= (width_waves_env > 0 ? width_waves_env : kSm90WidthSplitMinWaves);
+  const bool split_widths = waves >= (width_waves_env > 0 ? width_waves_env : kSm90SplitWidthMinWaves);
+  const int split_narrow = split_widths && rest <= kSplitNarrowTile ? narrow_width_of(double(rest), sd).width : 8;
+  const int split_wide = split_widths ? wide_width_of(double(per_expert), sd, split_narrow) : 16;
+  c.split = split_waves_env > 0 ? wide_units >= split_waves_env * sms
+                                : wide_units >= kSm90SplitMinWaves * sms ||
+                                      (wide_units >= kSm90SplitWideMinWaves * sms && split_wide < 16);
+  if (c.split) c.narrow_width = split_narrow, c.wide_width = split_wide;
   if (!c.split && c.token_tile == 64 && per_expert < 64) {
     // rsws4's last tiles are an expert's only tile: below kSm90WidthSplitMinWaves the width
     // split still pays where it saves enough of the GEMM's MMA width (kSm90WidthSplitMinGain).
     const NarrowWidth nw = narrow_width_of(double(per_expert), sd);
     if (many_waves || (width_waves_env == 0 && nw.saved * waves >= kSm90WidthSplitMinGain)) c.narrow_width = nw.width;
   }
-  if (many_waves && c.split) c.wide_width = wide_width_of(double(per_expert), sd, c.narrow_width);
   c.why = std::to_string(per_expert) + " rows per active expert: wgmma, " +
           (c.split ? "128-token tiles and 64-token last tiles (split; unsplit: " + std::to_string(c.token_tile) +
                          " tokens per CTA)"

@@ -763,13 +763,16 @@ TEST(CudaGemmSm90Choice, RsWsByDefault) {
       EXPECT_TRUE(c.split) << T;
       EXPECT_EQ(sm90_kernel_for(c), Sm90Kernel::split) << T;
     }
-    // qwen3-30b (E = 128, 2I = 1536: 6 row tiles) T = 1024: 64 full tiles x 6 are 2.9 waves,
-    // unsplit; T = 2048 5.8 waves, split.
-    EXPECT_FALSE(choose_sm90_config({1024 * 8, 128, 1536, 2048}).split);
-    EXPECT_EQ(sm90_kernel_for(choose_sm90_config({1024 * 8, 128, 1536, 2048})), Sm90Kernel::rsws4);
+    // qwen3-235b (E = 128, 2I = 3072: 12 row tiles) T = 512: 32 full tiles x 12 are 2.9 waves,
+    // and 32 rows per expert leave no wide width to split for: unsplit. qwen3-30b (2I = 1536: 6
+    // row tiles) T = 1024 is 2.9 waves too, but splits for its wide width (64 rows per expert);
+    // T = 2048 5.8 waves, split.
+    EXPECT_FALSE(choose_sm90_config({512 * 8, 128, 3072, 4096}).split);
+    EXPECT_EQ(sm90_kernel_for(choose_sm90_config({512 * 8, 128, 3072, 4096})), Sm90Kernel::rsws4);
+    EXPECT_TRUE(choose_sm90_config({1024 * 8, 128, 1536, 2048}).split);
     EXPECT_TRUE(choose_sm90_config({2048 * 8, 128, 1536, 2048}).split);
     // fewer SMs, fewer tiles needed
-    EXPECT_TRUE(choose_sm90_config({1024 * 8, 128, 1536, 2048, 66}).split);
+    EXPECT_TRUE(choose_sm90_config({512 * 8, 128, 3072, 4096, 66}).split);
   }
   c64.split = c128.split = true;  // a forced kernel runs what it names, whatever the config says
   for (Sm90Kernel k : {Sm90Kernel::rs, Sm90Kernel::ws, Sm90Kernel::rsws, Sm90Kernel::split}) {
@@ -1130,9 +1133,15 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
     // A random split of rows_bound over the experts never needs more tiles than c.tiles.
     ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, c.token_tile), c.tiles)
         << "rows_bound " << pb.rows_bound << " E " << pb.num_experts;
-    // The split from kSm90SplitMinWaves waves of full 128-token tiles, with bounds on both spans
-    // (a forced split runs them too).
-    ASSERT_EQ(c.split, pb.rows_bound / 128 * c.grid_x >= kSm90SplitMinWaves * pb.num_sms) << c.why;
+    // The split from kSm90SplitMinWaves waves of full 128-token tiles, or from
+    // kSm90SplitWideMinWaves with its wide width; bounds on both spans (a forced split runs them
+    // too).
+    const int64_t wide_units = pb.rows_bound / 128 * c.grid_x;
+    if (wide_units >= kSm90SplitMinWaves * pb.num_sms) ASSERT_TRUE(c.split) << c.why;
+    if (c.split && wide_units < kSm90SplitMinWaves * pb.num_sms) {
+      ASSERT_GE(wide_units, kSm90SplitWideMinWaves * pb.num_sms) << c.why;
+      ASSERT_LT(c.wide_width, 16) << c.why;
+    }
     split += c.split;
     ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, kSplitWideTile, TileSpan::wide),
               c.wide_tiles);
@@ -1143,17 +1152,18 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
     // The width split: only at 64-token tiles (rsws4) with fewer than 64 rows per expert; its
     // wide launch is bounded by c.tiles, its narrow one by c.narrow_tiles (one per expert).
     if (c.split ? per_expert % 128 > 64 : c.token_tile != 64 || per_expert >= 64) ASSERT_EQ(c.narrow_width, 8) << c.why;
-    // Below kSm90WidthSplitMinWaves: none with the split; unsplit, only where the waves times the
-    // most a width w can save of a 64-wide tile (1 - w / 8) reach kSm90WidthSplitMinGain.
+    // Below kSm90SplitWidthMinWaves: none with the split; below kSm90WidthSplitMinWaves
+    // unsplit, only where the waves times the most a width w can save of a 64-wide tile
+    // (1 - w / 8) reach kSm90WidthSplitMinGain.
     const double waves = double(c.grid_x * std::min(pb.num_experts, pb.rows_bound)) / pb.num_sms;
-    if (waves < kSm90WidthSplitMinWaves && c.split) ASSERT_EQ(c.narrow_width, 8) << c.why;
-    if (waves < kSm90WidthSplitMinWaves && c.narrow_width < 8)
+    if (waves < kSm90SplitWidthMinWaves && c.split) ASSERT_EQ(c.narrow_width, 8) << c.why;
+    if (waves < kSm90WidthSplitMinWaves && !c.split && c.narrow_width < 8)
       ASSERT_GE(waves * (1.0 - c.narrow_width / 8.0), kSm90WidthSplitMinGain) << c.why;
     ASSERT_TRUE(c.narrow_width == 8 || (c.narrow_width >= kMinNarrowWidth && c.narrow_width <= kMaxNarrowWidth))
         << c.narrow_width;
     width_split += c.narrow_width < 8;
     // The wide width: only with the split and enough waves; one of kWideWidths.
-    if (!c.split || c.grid_x * std::min(pb.num_experts, pb.rows_bound) < kSm90WidthSplitMinWaves * pb.num_sms)
+    if (!c.split || c.grid_x * std::min(pb.num_experts, pb.rows_bound) < kSm90SplitWidthMinWaves * pb.num_sms)
       ASSERT_EQ(c.wide_width, 16) << c.why;
     ASSERT_TRUE(c.wide_width == 16 || std::find(std::begin(kWideWidths), std::end(kWideWidths), c.wide_width) !=
                                           std::end(kWideWidths))
@@ -1191,7 +1201,8 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   // last tiles are wide). Below kSm90WidthSplitMinWaves (qwen3-30b, E = 128, k = 8: GEMM 1 5.8
   // waves of units, GEMM 2 7.8; with E = 64, 2.9 and 3.9): T = 256 / 512 (16 / 32 rows) 3 / 5,
   // none at T = 768 (48 rows: it saves too little); with E = 64, T = 128 (16 rows) 3, none at
-  // T = 256 (32 rows).
+  // T = 256 (32 rows). The split's from kSm90SplitWidthMinWaves: qwen3-30b T = 2048 (128 rows,
+  // sd 11: last tiles of <= 16 rows).
   const struct {
     Sm90Problem pb;
     int width;
@@ -1200,7 +1211,8 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
                 {{4096 * 8, 384, 4096, 7168}, 8}, {{8192 * 8, 384, 4096, 7168}, 6}, {{256 * 8, 128, 1536, 2048}, 3},
                 {{512 * 8, 128, 1536, 2048}, 5}, {{512 * 8, 128, 2048, 768}, 5},   {{768 * 8, 128, 1536, 2048}, 8},
                 {{768 * 8, 128, 2048, 768}, 8},  {{128 * 8, 64, 1536, 2048}, 3},   {{128 * 8, 64, 2048, 768}, 3},
-                {{256 * 8, 64, 1536, 2048}, 8},  {{256 * 8, 64, 2048, 768}, 8}};
+                {{256 * 8, 64, 1536, 2048}, 8},  {{256 * 8, 64, 2048, 768}, 8},   {{2048 * 8, 128, 1536, 2048}, 2},
+                {{2048 * 8, 128, 2048, 768}, 2}};
   for (const auto& [pb, width] : widths)
     EXPECT_EQ(choose_sm90_config(pb).narrow_width, width)
         << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N;
@@ -1212,7 +1224,8 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   // half its experts have 65-80) and gpt-oss-120b T = 2048 (MXFP4, E = 128, k = 4: 64): n80;
   // none at kimi-k2 T = 2048 / 8192 (43 / 171 = 128 + 43: hardly a last tile over 64 rows),
   // qwen3-235b T = 2048 (128: their last tiles have ~120 rows or few), or unsplit (qwen3-235b
-  // T = 512).
+  // T = 512: 32 rows, 2.9 waves of 128-token tiles, so no wide width to split for). qwen3-30b
+  // T = 1024 (64 rows, 2.9 / 3.9 waves: under kSm90SplitMinWaves) splits for its n80.
   const struct {
     Sm90Problem pb;
     int width;
@@ -1220,11 +1233,14 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
                {{16384 * 8, 384, 4096, 7168}, 12},         {{2048 * 8, 256, 4096, 7168}, 10},
                {{2048 * 8, 256, 7168, 2048}, 10},          {mx(2048 * 4, 128, 5760, 2880), 10},
                {{8192 * 8, 384, 4096, 7168}, 16},          {{2048 * 8, 128, 3072, 4096}, 16},
-               {{2048 * 8, 384, 4096, 7168}, 16},          {{512 * 8, 128, 3072, 4096}, 16}};
+               {{2048 * 8, 384, 4096, 7168}, 16},          {{512 * 8, 128, 3072, 4096}, 16},
+               {{1024 * 8, 128, 1536, 2048}, 10},          {{1024 * 8, 128, 2048, 768}, 10}};
   for (const auto& [pb, width] : wides)
     EXPECT_EQ(choose_sm90_config(pb).wide_width, width)
         << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N;
   EXPECT_TRUE(choose_sm90_config({2048 * 8, 384, 4096, 7168}).split);
+  EXPECT_TRUE(choose_sm90_config({1024 * 8, 128, 1536, 2048}).split);
+  EXPECT_FALSE(choose_sm90_config({512 * 8, 128, 3072, 4096}).split);
   // kimi-k2 (E = 384, k = 8): T = 4096 (86 rows per expert) runs wgmma; the threshold is
   // kSm90MinRowsPerExpert rows per active expert, exactly (MXFP4: kSm90MinRowsPerExpertMx).
   EXPECT_TRUE(choose_sm90_config({4096 * 8, 384, 4096, 7168}).use);
