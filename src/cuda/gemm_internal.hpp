@@ -416,7 +416,7 @@ struct Sm90Problem {
 // would give at least this many waves of units (256 weight rows each) over the SMs. Measured on
 // the H200 (notes v9): at 1.5-2.9 waves the split lost 3-5% (qwen3-30b T = 512 and 1024,
 // qwen3-235b T = 512: a near-empty wide launch, two tails); from 5.6 waves it was even or
-// 2-13% faster.
+// 2-13% faster. (From 2 waves where its wide width applies: kSm90SplitWideMinWaves.)
 inline constexpr int kSm90SplitMinWaves = 4;
 // The split (Sm90Config::split): an expert's rows run as 128-token tiles, but where its last
 // tile would hold 64 rows or fewer, that one runs as a 64-token tile, in a second launch. The
@@ -453,11 +453,13 @@ FP4MOE_HD int span_first_row(int count, TileSpan span, SpanCut cut = SpanCut{}) 
 }
 // The width split's narrow widths (n8 tiles of the wgmma N): rsws4 has a kernel for each.
 inline constexpr int kMinNarrowWidth = 2, kMaxNarrowWidth = 7;
-// The width split only where the GEMM has at least this many waves of units (256 weight rows
-// of one expert each, over the SMs): its extra launch ends on its own last units. Measured on
-// the H200 (W4A16, µs per layer, split against not): qwen3-235b T = 256 / 512 (11.6-15.5 waves)
-// 637.7 / 656.9 -> 601.0 / 623.6, deepseek-v3 T = 512 (31-55) 2,864.9 -> 2,663.5; qwen3-30b
-// T = 256 / 512 (5.8-7.8) 198.2 / 207.6 -> 204.0 / 226.0.
+// rsws4's width split (unsplit) wherever the GEMM has at least this many waves of units (256
+// weight rows of one expert each, over the SMs): its extra launch ends on its own last units.
+// Measured on the H200 before the launches were programmatic dependents (W4A16, µs per layer,
+// split against not): qwen3-235b T = 256 / 512 (11.6-15.5 waves) 637.7 / 656.9 -> 601.0 /
+// 623.6, deepseek-v3 T = 512 (31-55) 2,864.9 -> 2,663.5; qwen3-30b T = 256 / 512 (5.8-7.8)
+// 198.2 / 207.6 -> 204.0 / 226.0. Below it: kSm90WidthSplitMinGain; the split's widths:
+// kSm90SplitWidthMinWaves.
 inline constexpr int kSm90WidthSplitMinWaves = 10;
 // Below that, rsws4's width split (unsplit, under 64 rows per expert) where the expected
 // fraction of MMA width it saves (16 / 24 / 32 / 48 rows: 0.61 / 0.48 / 0.35 / 0.13) times the
@@ -498,14 +500,15 @@ struct Sm90Config {
   int64_t narrow_tiles = 0;  // bound on the narrow tiles: one per expert with rows
   // The width split (rsws4 unsplit, or the split): last tiles of at most 8 * narrow_width
   // rows run in a launch at that wgmma width (TileSpan narrow), chosen for the least expected
-  // MMA width over uniform routing's row counts; 8: no width split (kSm90WidthSplitMinWaves).
+  // MMA width over uniform routing's row counts; 8: no width split (kSm90WidthSplitMinWaves,
+  // kSm90WidthSplitMinGain; with the split, kSm90SplitWidthMinWaves).
   // Why: a tile's MMA grows with its width, not its rows. H200, W4A16, µs per layer, width
   // split against not (notes v17): kimi-k2 T = 768 / 1024 / 2048 4,206 / 4,301 / 4,783 ->
   // 3,721 / 3,932 / 4,597; deepseek-v3 T = 512 / 1024 2,779 / 3,032 -> 2,382 / 2,848.
   int narrow_width = 8;
   // The split's wide width: its last tiles of 65..8 * wide_width rows (which would run as
   // 128-token tiles) run in a launch of their own at that wgmma width (kWideWidths), chosen
-  // like narrow_width; 16: none. Only with the split and kSm90WidthSplitMinWaves.
+  // like narrow_width; 16: none. Only with the split and kSm90SplitWidthMinWaves.
   int wide_width = 16;
   std::string why;
 };
