@@ -43,12 +43,12 @@
 // Three kernels; sm90_kernel_for picks (FP4MOE_SM90_KERNEL=rs|ws|rsws|rsws4|split forces one):
 // by default the RS warp-specialized kernel (rsws, at the end of the file), the fastest at
 // every token tile, in its wide variant (rsws4) at 64-token tiles, and split where the batch
-// has the tiles for it (kSm90SplitMinWaves, kSm90SplitWideMinWaves): each expert's rows run as 128-token tiles (rsws),
-// but a last tile of 64 rows or fewer runs as a 64-token tile (rsws4), in a second launch
-// (launch_split). With the width split (Sm90Config::narrow_width, launch_width_split), rsws4's
-// last tiles of few rows run in a launch of their own at a narrower wgmma (m64n{16..56}k16),
-// and with the wide width (Sm90Config::wide_width) the split's last tiles of 65..8v rows run on
-// rsws in a launch of their own at m64n{80,96,112}k16.
+// has the tiles for it (kSm90SplitMinWaves, kSm90SplitWideMinWaves): each expert's rows run as
+// 128-token tiles (rsws), but a last tile of 64 rows or fewer runs as a 64-token tile (rsws4),
+// in a second launch (launch_split). With the width split (Sm90Config::narrow_width,
+// launch_width_split), rsws4's last tiles of few rows run in a launch of their own at a
+// narrower wgmma (m64n{16..56}k16), and with the wide width (Sm90Config::wide_width) the
+// split's last tiles of 65..8v rows run on rsws in a launch of their own at m64n{80,96,112}k16.
 // The two below stay as the measured alternatives and are tested like it.
 //
 // The SS warp-specialized kernel (ws). Why: the RS kernel is latency-bound (H200 ncu, notes
