@@ -284,14 +284,28 @@ struct Gemm80Problem {
   int N = 0, K = 0;         // device rows, K
 };
 struct Gemm80Config {
-  int token_tile = 8;       // tokens per CTA: 8 * n8 tiles per warp (8, 16 or 32)
+  int token_tile = 8;       // tokens per CTA: 8 * n8 tiles per warp (8, 16, 24 or 32)
   int row_tile = 128;       // weight rows per CTA (4 warps x 32)
   int64_t grid_x = 0;       // row tiles
   int64_t tiles = 0;        // bound on (expert, token tile) pairs: sum ceil(count / token_tile)
   int64_t grid_y = 0;       // min(tiles, 65535): CTAs loop over the tile slots
   std::string why;
 };
-Gemm80Config choose_config(const Gemm80Problem& p);
+// The token tile: the smallest of 8, 16, 24 that holds all of an expert's rows for all but
+// kSm80TileMaxSpill of the experts (rows per expert ~ Poisson(rows_bound / active experts):
+// uniform routing), else 32. An expert with more rows than the tile takes another slot that
+// decodes its weights again; a larger tile skips the MMAs of its n8 columns without rows, yet
+// still costs: on the H200 (notes v21) tile 16 against 8 was 4.5-8% slower where 2% of the
+// experts spill (mean 4 rows) and 1.2% faster at 9% (mean 5.3); 24 against 16 1% slower at
+// 4.5% (mean 10.7), 32 against 24 3% slower at 2.2% (mean 16). forced_tile (8, 16, 24 or
+// 32) replaces the rule.
+inline constexpr double kSm80TileMaxSpill = 0.08;
+Gemm80Config choose_config(const Gemm80Problem& p, int forced_tile = 0);
+// The forced token tile of the mma.sync launches (0: the rule): the environment's
+// FP4MOE_SM80_TILE, read at the first call; set_sm80_token_tile overrides it for the whole
+// process (tests run every tile).
+int sm80_token_tile();
+void set_sm80_token_tile(int tile);
 
 // ---------------------------------------------------------------------------
 // split-K decode path configuration (gemm_splitk.cu): a host function, testable without a GPU.
@@ -401,7 +415,11 @@ inline constexpr int kSm90RowTile = 256;           // weight rows per CTA: 2 war
 // T = 256 / 512 / 768 (8 / 16 / 24) 2,640 / 3,201 / 3,683 against 2,732 / 2,884 / 3,030;
 // qwen3-235b and qwen3-30b even at 16 (-0.4%, +2%), 2-3% faster at 24. MXFP4 (gpt-oss-120b,
 // whose fast path decodes one scale per 32 values) T = 512 / 768 / 1024 (16 / 24 / 32):
-// 852 / 891 / 939 against 888 / 903 / 918, so it keeps 32.
+// 852 / 891 / 939 against 888 / 903 / 918, so it keeps 32. Since the fast path's 24- and
+// 32-token tiles (notes v21), wgmma from 25 rows instead of 16 was 6-16% slower on deepseek-v3
+// T = 512-768 (16-24 rows), kimi-k2 T = 768 / 1024 and qwen3-235b T = 384, even on qwen3-30b;
+// and MXFP4 from 48 instead of 32 35 / 65% slower at 32 / 40 rows (gpt-oss-120b T = 1024 /
+// 1280). The environment's FP4MOE_SM90_MIN_ROWS / FP4MOE_SM90_MIN_ROWS_MX replace them (A/B).
 inline constexpr int kSm90MinRowsPerExpert = 16;
 inline constexpr int kSm90MinRowsPerExpertMx = 32;
 

@@ -4,13 +4,16 @@
 // Swap-AB: weight rows fill the MMA's M = 16, tokens its N = 8, so a decode step with 1-8
 // tokens per expert wastes little. A CTA (4 warps) computes 128 weight rows x token_tile
 // tokens of one expert; each warp owns 32 rows (two m16 tiles: for GEMM 1 that is gate and
-// up of 16 consecutive i, one NVFP4 block of h) and all token_tile tokens.
+// up of 16 consecutive i, one NVFP4 block of h) and all token_tile tokens. The token tile
+// (8, 16, 24 or 32, choose_config) is sized to hold nearly every expert's rows, since an
+// expert with more rows than the tile decodes its weights once per tile; n8 columns without
+// rows skip their MMAs.
 //
 // Per 64-wide k step (one fragment block per m16 tile, see gemm_internal.hpp), a 4-stage
 // cp.async pipeline brings into shared memory: the CTA's 8 fragment blocks (4 KiB), their
 // scales, and the A tile (bf16 [tok][64] with 16-byte chunks XOR-swizzled by row for
 // conflict-free ldmatrix; or NVFP4 data [tok][32 B] + scales [tok][4]). Weights are
-// decoded to bf16 in registers: per 8 values, 4 shifts/masks and 4 bf16x2 multiplies by
+// decoded to bf16 in registers: per 8 values, 9 integer steps and 4 bf16x2 multiplies by
 // the folded block scale (exact); A (bf16) comes from ldmatrix, A (NVFP4) is decoded the
 // same way. fp32 accumulation; the epilogue multiplies once by 2^F * w_dq * a_dq.
 //
@@ -18,6 +21,8 @@
 // slots; warp 0 finds a slot's expert by a warp scan over count[] (no host sync) and the
 // CTA exits when the slot is past the real work. No atomics: results are deterministic.
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -28,14 +33,42 @@
 
 namespace fp4moe::cuda {
 
-Gemm80Config choose_config(const Gemm80Problem& p) {
+namespace {
+
+// P(X > n) for X ~ Poisson(mean): the share of experts with more than n rows when rows are
+// routed uniformly (top-k of E, mean rows_bound / E per expert).
+double poisson_tail_above(double mean, int n) {
+  if (mean <= 0) return 0.0;
+  double term = std::exp(-mean), cdf = term;  // term underflows to 0 past mean ~745: tail 1
+  for (int k = 1; k <= n; ++k) {
+    term *= mean / k;
+    cdf += term;
+  }
+  return std::max(0.0, 1.0 - cdf);
+}
+
+std::atomic<int> g_token_tile{-1};  // sm80_token_tile: -1 not read yet; 0 the rule
+
+}  // namespace
+
+Gemm80Config choose_config(const Gemm80Problem& p, int forced_tile) {
   Gemm80Config c;
   const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
-  const int64_t per_expert = (p.rows_bound + active - 1) / active;  // rows per active expert if spread evenly
-  c.token_tile = per_expert <= 8 ? 8 : per_expert <= 16 ? 16 : 32;
-  c.why = per_expert <= 8    ? "decode-like: <= 8 rows per active expert, smallest token tile"
-          : per_expert <= 16 ? "<= 16 rows per active expert"
-                             : "many rows per expert: largest token tile, most weight reuse";
+  const double mean = double(p.rows_bound) / double(active);  // rows per active expert if spread evenly
+  c.token_tile = 32;
+  for (int t : {8, 16, 24})
+    if (poisson_tail_above(mean, t) <= kSm80TileMaxSpill) {
+      c.token_tile = t;
+      break;
+    }
+  char why[160];
+  std::snprintf(why, sizeof why, "%.1f rows per active expert: P(rows > %d) = %.3f", mean, c.token_tile,
+                poisson_tail_above(mean, c.token_tile));
+  c.why = why;
+  if (forced_tile == 8 || forced_tile == 16 || forced_tile == 24 || forced_tile == 32) {
+    c.token_tile = forced_tile;
+    c.why = "token tile " + std::to_string(forced_tile) + " forced (FP4MOE_SM80_TILE or set_sm80_token_tile)";
+  }
   c.row_tile = 128;
   c.grid_x = (p.N + c.row_tile - 1) / c.row_tile;
   // sum_e ceil(count_e / tile) <= rows_bound / tile + E, and <= rows_bound (a tile has a row).
@@ -43,6 +76,19 @@ Gemm80Config choose_config(const Gemm80Problem& p) {
   c.grid_y = std::min<int64_t>(c.tiles, 65535);
   return c;
 }
+
+int sm80_token_tile() {
+  int t = g_token_tile.load(std::memory_order_relaxed);
+  if (t < 0) {
+    const char* v = std::getenv("FP4MOE_SM80_TILE");
+    const int from_env = v ? std::atoi(v) : 0;
+    // The first caller's reading wins (a set_sm80_token_tile in between stays).
+    t = g_token_tile.compare_exchange_strong(t, from_env, std::memory_order_relaxed) ? from_env : t;
+  }
+  return t;
+}
+
+void set_sm80_token_tile(int tile) { g_token_tile.store(tile, std::memory_order_relaxed); }
 
 namespace {
 
@@ -82,7 +128,7 @@ struct Params {
 // MX: the weights' scales are MX exponents (w.block == 32), known at compile time so that the
 // scale selection of every k-step folds to constants (ptxas recomputed it per k-block).
 template <int NT, bool A_FP4, bool GEMM1, bool MX>
-__global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3 : 4) sm80_grouped_gemm(const Params p) {
+__global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3 : 4) sm80_grouped_gemm(const Params p) {
   using T = Tile<NT, A_FP4>;
   constexpr int kTok = T::kTok;
   __shared__ __align__(128) uint8_t smem[T::kSmem];
@@ -103,6 +149,11 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
     const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,
                                          &s_expert, &s_tile, s_arow, s_orow);
     if (e < 0) return;  // past the real work; later slots are too
+    // The n8 columns with rows (a tile's rows fill it from column 0): the others' B loads and
+    // MMAs are skipped (warp-uniform), so a tile larger than most experts' rows costs little.
+    int live = 1;
+#pragma unroll
+    for (int nt = 1; nt < NT; ++nt) live += s_orow[nt * 8] >= 0;
 
     // ---- the pipeline ----
     // Each thread's cp.async sources are fixed for the slot up to a per-k-step stride, so
@@ -190,6 +241,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
         uint32_t bfrag[NT][4];          // b0, b1 of k-step 2kp, then of 2kp+1
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
+          if (nt >= live) break;
           if constexpr (!A_FP4) {
             const int j = nt * 8 + (lane % 8), ch = kp * 4 + lane / 8;
             ptx::ldmatrix_x4(bfrag[nt], sa + j * 128 + sm80::a_bf16_swizzle(j, ch));
@@ -215,7 +267,8 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
             uint32_t a[4];
             sm80::weight_a_frag(a, wq[mt], ws[mt], kk, mx, decode_low);
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, bfrag[nt][2 * h], bfrag[nt][2 * h + 1]);
+            for (int nt = 0; nt < NT; ++nt)
+              if (nt < live) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, bfrag[nt][2 * h], bfrag[nt][2 * h + 1]);
           }
         }
       }
@@ -248,7 +301,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT == 2) ? 3
   }
 }
 
-// The listed instantiations: token tile {8, 16, 32} x A {bf16, NVFP4} x {GEMM 1, GEMM 2} x
+// The listed instantiations: token tile {8, 16, 24, 32} x A {bf16, NVFP4} x {GEMM 1, GEMM 2} x
 // weight scales {NVFP4, MX}.
 template <bool A_FP4, bool GEMM1, bool MX>
 void launch(const Gemm80Config& c, const Params& p, cudaStream_t stream) {
@@ -256,6 +309,7 @@ void launch(const Gemm80Config& c, const Params& p, cudaStream_t stream) {
   switch (c.token_tile) {
     case 8: sm80_grouped_gemm<1, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
     case 16: sm80_grouped_gemm<2, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
+    case 24: sm80_grouped_gemm<3, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
     default: sm80_grouped_gemm<4, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
   }
   FP4MOE_CUDA_CHECK_LAUNCH();
@@ -293,7 +347,7 @@ Params base_params(const WeightMatrix& w, const ExpertRows& rows, const uint16_t
 
 void sm80_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
   const Gemm80Problem pb{a.rows.rows_bound, cw.w13.num_experts, cw.w13.N, cw.w13.K};
-  const Gemm80Config c = choose_config(pb);
+  const Gemm80Config c = choose_config(pb, sm80_token_tile());
   log_choice("gemm1", pb, c);
   if (c.grid_y == 0) return;
   Params p = base_params(cw.w13, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, c.tiles);
@@ -305,7 +359,7 @@ void sm80_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) 
 
 void sm80_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) {
   const Gemm80Problem pb{a.rows.rows_bound, cw.w2.num_experts, cw.w2.N, cw.w2.K};
-  const Gemm80Config c = choose_config(pb);
+  const Gemm80Config c = choose_config(pb, sm80_token_tile());
   log_choice("gemm2", pb, c);
   if (c.grid_y == 0) return;
   Params p = base_params(cw.w2, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, c.tiles);

@@ -156,9 +156,10 @@ int wide_width_of(double mean, double sd, int narrow) {
   return best;
 }
 
-// A waves threshold, or the environment's value of `var` where set to a positive integer (A/B
-// runs of the thresholds: FP4MOE_SM90_SPLIT_WAVES, FP4MOE_SM90_WIDTH_WAVES).
-int waves_threshold(const char* var, int fallback) {
+// A threshold, or the environment's value of `var` where set to a positive integer (A/B runs
+// of the thresholds: FP4MOE_SM90_SPLIT_WAVES, FP4MOE_SM90_WIDTH_WAVES, FP4MOE_SM90_MIN_ROWS,
+// FP4MOE_SM90_MIN_ROWS_MX).
+int env_threshold(const char* var, int fallback) {
   const char* v = std::getenv(var);
   const int n = v ? std::atoi(v) : 0;
   return n > 0 ? n : fallback;
@@ -176,7 +177,8 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
   const int64_t per_expert = (p.rows_bound + active - 1) / active;  // rows per active expert if spread evenly
   const bool mx = p.block == kMxfp4Block;
-  const int min_rows = mx ? kSm90MinRowsPerExpertMx : kSm90MinRowsPerExpert;
+  const int min_rows = mx ? env_threshold("FP4MOE_SM90_MIN_ROWS_MX", kSm90MinRowsPerExpertMx)
+                          : env_threshold("FP4MOE_SM90_MIN_ROWS", kSm90MinRowsPerExpert);
   if (per_expert < min_rows) {
     c.why = "fewer than " + std::to_string(min_rows) + " rows per active expert" + (mx ? " (MXFP4)" : "") +
             ": the fast path's smaller token tiles waste less";
@@ -196,8 +198,8 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   // three of 64 (H200: 13.46 ms against 15.73). Where the launches are short it is not worth
   // a second one (kSm90SplitMinWaves), unless its wide width applies (kSm90SplitWideMinWaves).
   // The environment's thresholds (A/B runs) replace these rules by a threshold alone.
-  const int split_waves_env = waves_threshold("FP4MOE_SM90_SPLIT_WAVES", 0);
-  const int width_waves_env = waves_threshold("FP4MOE_SM90_WIDTH_WAVES", 0);
+  const int split_waves_env = env_threshold("FP4MOE_SM90_SPLIT_WAVES", 0);
+  const int width_waves_env = env_threshold("FP4MOE_SM90_WIDTH_WAVES", 0);
   const int64_t sms = std::max(p.num_sms, 1);
   const int64_t wide_units = p.rows_bound / kSplitWideTile * c.grid_x;
   c.wide_tiles = std::min<int64_t>(p.rows_bound / kSplitWideTile + p.num_experts, p.rows_bound);

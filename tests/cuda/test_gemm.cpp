@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
@@ -648,6 +649,43 @@ INSTANTIATE_TEST_SUITE_P(CudaGemmCases, CudaGemm,
                                   path_name(std::get<1>(info.param));
                          });
 
+// Each mma.sync token tile forced (set_sm80_token_tile) on the fast path, with counts on both
+// sides of every n8 column and tile edge (columns without rows skip their MMAs; 25 and 33 and
+// 50 rows take a second and third tile at the small tiles).
+class Sm80TileScope {
+ public:
+  explicit Sm80TileScope(int tile) : before_(sm80_token_tile()) { set_sm80_token_tile(tile); }
+  ~Sm80TileScope() { set_sm80_token_tile(before_); }
+  Sm80TileScope(const Sm80TileScope&) = delete;
+
+ private:
+  int before_;
+};
+
+std::vector<Spec> tile_specs() {
+  const std::vector<int32_t> counts{1, 8, 9, 16, 17, 24, 25, 32, 33, 0, 50};
+  return {{"tiles_nvfp4", 336, 80, 11, WeightFormat::nvfp4, false, Activation::silu, false, counts, false, 41},
+          {"tiles_w4a4_batched", 192, 96, 11, WeightFormat::nvfp4, true, Activation::silu, false, counts, true, 42},
+          {"tiles_mxfp4_swiglu_bias", 352, 96, 11, WeightFormat::mxfp4, false, Activation::swiglu_oai, true, counts,
+           false, 43}};
+}
+
+class CudaGemmSm80Tile : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(CudaGemmSm80Tile, MatchesHost) {
+  SKIP_WITHOUT_GPU();
+  const auto [i, tile] = GetParam();
+  const Sm80TileScope scope(tile);
+  check_problem(tile_specs()[size_t(i)], GemmPath::fast);
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaGemmSm80Tiles, CudaGemmSm80Tile,
+                         ::testing::Combine(::testing::Range(0, 3), ::testing::Values(8, 16, 24, 32)),
+                         [](const auto& info) {
+                           return tile_specs()[size_t(std::get<0>(info.param))].name + "_tile" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
 // Runs the wgmma path on `kernel` (set_sm90_kernel) for its lifetime, then restores the choice.
 class Sm90KernelScope {
  public:
@@ -877,7 +915,7 @@ TEST(CudaGemmConfig, CoversEveryTileOfAnyRouting) {
     pb.N = 16 * (1 + int(rng() % 900));
     pb.K = 64 * (1 + int(rng() % 100));
     const Gemm80Config c = choose_config(pb);
-    ASSERT_TRUE(c.token_tile == 8 || c.token_tile == 16 || c.token_tile == 32) << c.token_tile;
+    ASSERT_TRUE(c.token_tile == 8 || c.token_tile == 16 || c.token_tile == 24 || c.token_tile == 32) << c.token_tile;
     ASSERT_GE(c.grid_x * c.row_tile, pb.N);
     ASSERT_LT((c.grid_x - 1) * c.row_tile, pb.N);
     ASSERT_LE(c.grid_y, 65535);
@@ -894,6 +932,49 @@ TEST(CudaGemmConfig, DecodeUsesTheSmallestTokenTile) {
   Gemm80Problem pb{8, 384, 4096, 7168};
   EXPECT_EQ(choose_config(pb).token_tile, 8);
   EXPECT_EQ(choose_config(pb).tiles, 8);  // each tile holds at least one row
+}
+
+// The token tile holds nearly every expert's rows under uniform routing, and no smaller tile
+// would: checked on routings drawn here (each token's top-k of E experts, distinct), not on
+// the rule's Poisson model.
+TEST(CudaGemmConfig, TokenTileHoldsNearlyEveryExpert) {
+  struct Case {
+    int64_t E, k, T;
+    int tile;
+  };
+  // kimi-k2 T = 128 / 256 / 512, deepseek-v3 T = 128, qwen3 T = 128, gpt-oss (top-4 of 128)
+  // T = 512 / 640.
+  const Case cases[] = {{384, 8, 128, 8},  {384, 8, 256, 16}, {384, 8, 512, 16},  {256, 8, 128, 8},
+                        {128, 8, 128, 16}, {128, 4, 512, 24}, {128, 4, 640, 32}};
+  std::mt19937_64 rng(7);
+  for (const Case& c : cases) {
+    SCOPED_TRACE("E " + std::to_string(c.E) + " k " + std::to_string(c.k) + " T " + std::to_string(c.T));
+    const Gemm80Config cfg = choose_config({c.T * c.k, c.E, 4096, 7168});
+    EXPECT_EQ(cfg.token_tile, c.tile) << cfg.why;
+    int64_t experts = 0, over = 0, over_smaller = 0;
+    for (int rep = 0; rep < 40; ++rep) {
+      std::vector<int> count(size_t(c.E), 0);
+      std::vector<int64_t> ids(size_t(c.E));
+      for (int64_t t = 0; t < c.T; ++t) {
+        std::iota(ids.begin(), ids.end(), int64_t(0));
+        for (int64_t j = 0; j < c.k; ++j) {  // partial Fisher-Yates: k distinct experts
+          std::swap(ids[size_t(j)], ids[size_t(j + int64_t(rng() % uint64_t(c.E - j)))]);
+          ++count[size_t(ids[size_t(j)])];
+        }
+      }
+      for (int n : count) {
+        experts += n > 0;
+        over += n > cfg.token_tile;
+        over_smaller += n > cfg.token_tile - 8;
+      }
+    }
+    // kSm80TileMaxSpill (0.08) with room for the draw; the smaller tile must spill more.
+    EXPECT_LE(double(over) / double(experts), 0.1) << "experts needing a second tile";
+    if (cfg.token_tile > 8) EXPECT_GE(double(over_smaller) / double(experts), 0.06) << "the smaller tile would do";
+  }
+  // forced_tile replaces the rule; other values leave it.
+  EXPECT_EQ(choose_config({128 * 8, 384, 4096, 7168}, 24).token_tile, 24);
+  EXPECT_EQ(choose_config({128 * 8, 384, 4096, 7168}, 12).token_tile, 8);
 }
 
 // splitk: too small a partials buffer is an error naming it (before any launch).
@@ -1249,6 +1330,16 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   EXPECT_FALSE(choose_sm90_config({(kSm90MinRowsPerExpert - 1) * 384, 384, 4096, 7168}).use);
   EXPECT_TRUE(choose_sm90_config(mx(kSm90MinRowsPerExpertMx * 128, 128, 5760, 2880)).use);
   EXPECT_FALSE(choose_sm90_config(mx((kSm90MinRowsPerExpertMx - 1) * 128, 128, 5760, 2880)).use);
+  // The environment's thresholds replace them, each for its own format.
+  setenv("FP4MOE_SM90_MIN_ROWS", "25", 1);
+  setenv("FP4MOE_SM90_MIN_ROWS_MX", "48", 1);
+  EXPECT_FALSE(choose_sm90_config({24 * 384, 384, 4096, 7168}).use);
+  EXPECT_TRUE(choose_sm90_config({25 * 384, 384, 4096, 7168}).use);
+  EXPECT_FALSE(choose_sm90_config(mx(47 * 128, 128, 5760, 2880)).use);
+  EXPECT_TRUE(choose_sm90_config(mx(48 * 128, 128, 5760, 2880)).use);
+  unsetenv("FP4MOE_SM90_MIN_ROWS");
+  unsetenv("FP4MOE_SM90_MIN_ROWS_MX");
+  EXPECT_TRUE(choose_sm90_config({kSm90MinRowsPerExpert * 384, 384, 4096, 7168}).use);
   // as measured (gemm_internal.hpp): kimi-k2 T = 768 (16 rows per expert) on wgmma, T = 512 (11)
   // on the fast path; gpt-oss-120b (MXFP4, E = 128, k = 4) T = 512 (16) on the fast path.
   EXPECT_TRUE(choose_sm90_config({768 * 8, 384, 4096, 7168}).use);
