@@ -649,18 +649,22 @@ INSTANTIATE_TEST_SUITE_P(CudaGemmCases, CudaGemm,
                                   path_name(std::get<1>(info.param));
                          });
 
+// Sets a process-wide choice (Set) for its lifetime, then restores the one Get read before.
+template <class T, T (*Get)(), void (*Set)(T)>
+class ChoiceScope {
+ public:
+  explicit ChoiceScope(T value) : before_(Get()) { Set(value); }
+  ~ChoiceScope() { Set(before_); }
+  ChoiceScope(const ChoiceScope&) = delete;
+
+ private:
+  T before_;
+};
+
 // Each mma.sync token tile forced (set_sm80_token_tile) on the fast path, with counts on both
 // sides of every n8 column and tile edge (columns without rows skip their MMAs; 25 and 33 and
 // 50 rows take a second and third tile at the small tiles).
-class Sm80TileScope {
- public:
-  explicit Sm80TileScope(int tile) : before_(sm80_token_tile()) { set_sm80_token_tile(tile); }
-  ~Sm80TileScope() { set_sm80_token_tile(before_); }
-  Sm80TileScope(const Sm80TileScope&) = delete;
-
- private:
-  int before_;
-};
+using Sm80TileScope = ChoiceScope<int, sm80_token_tile, set_sm80_token_tile>;
 
 std::vector<Spec> tile_specs() {
   const std::vector<int32_t> counts{1, 8, 9, 16, 17, 24, 25, 32, 33, 0, 50};
@@ -686,16 +690,8 @@ INSTANTIATE_TEST_SUITE_P(CudaGemmSm80Tiles, CudaGemmSm80Tile,
                                   std::to_string(std::get<1>(info.param));
                          });
 
-// Runs the wgmma path on `kernel` (set_sm90_kernel) for its lifetime, then restores the choice.
-class Sm90KernelScope {
- public:
-  explicit Sm90KernelScope(Sm90Kernel kernel) : before_(sm90_kernel()) { set_sm90_kernel(kernel); }
-  ~Sm90KernelScope() { set_sm90_kernel(before_); }
-  Sm90KernelScope(const Sm90KernelScope&) = delete;
-
- private:
-  Sm90Kernel before_;
-};
+// Runs the wgmma path on a kernel (set_sm90_kernel) for its lifetime, then restores the choice.
+using Sm90KernelScope = ChoiceScope<Sm90Kernel, sm90_kernel, set_sm90_kernel>;
 
 // Each wgmma kernel forced (set_sm90_kernel: rs, ws, rsws, rsws4) on the prefill cases, against
 // the host computation as the *_sm90 cases check the default choice (rsws4 at 64-token tiles,
