@@ -1240,8 +1240,7 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
         << c.narrow_width;
     width_split += c.narrow_width < 8;
     // The wide width: only with the split and enough waves; one of kWideWidths.
-    if (!c.split || c.grid_x * std::min(pb.num_experts, pb.rows_bound) < kSm90SplitWidthMinWaves * pb.num_sms)
-      ASSERT_EQ(c.wide_width, 16) << c.why;
+    if (!c.split || waves < kSm90SplitWidthMinWaves) ASSERT_EQ(c.wide_width, 16) << c.why;
     ASSERT_TRUE(c.wide_width == 16 || std::find(std::begin(kWideWidths), std::end(kWideWidths), c.wide_width) !=
                                           std::end(kWideWidths))
         << c.wide_width;
@@ -1327,14 +1326,13 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   EXPECT_TRUE(choose_sm90_config(mx(kSm90MinRowsPerExpertMx * 128, 128, 5760, 2880)).use);
   EXPECT_FALSE(choose_sm90_config(mx((kSm90MinRowsPerExpertMx - 1) * 128, 128, 5760, 2880)).use);
   // The environment's thresholds replace them, each for its own format.
-  setenv("FP4MOE_SM90_MIN_ROWS", "25", 1);
-  setenv("FP4MOE_SM90_MIN_ROWS_MX", "48", 1);
-  EXPECT_FALSE(choose_sm90_config({24 * 384, 384, 4096, 7168}).use);
-  EXPECT_TRUE(choose_sm90_config({25 * 384, 384, 4096, 7168}).use);
-  EXPECT_FALSE(choose_sm90_config(mx(47 * 128, 128, 5760, 2880)).use);
-  EXPECT_TRUE(choose_sm90_config(mx(48 * 128, 128, 5760, 2880)).use);
-  unsetenv("FP4MOE_SM90_MIN_ROWS");
-  unsetenv("FP4MOE_SM90_MIN_ROWS_MX");
+  {
+    const fp4moe::testing::EnvVar rows("FP4MOE_SM90_MIN_ROWS", "25"), rows_mx("FP4MOE_SM90_MIN_ROWS_MX", "48");
+    EXPECT_FALSE(choose_sm90_config({24 * 384, 384, 4096, 7168}).use);
+    EXPECT_TRUE(choose_sm90_config({25 * 384, 384, 4096, 7168}).use);
+    EXPECT_FALSE(choose_sm90_config(mx(47 * 128, 128, 5760, 2880)).use);
+    EXPECT_TRUE(choose_sm90_config(mx(48 * 128, 128, 5760, 2880)).use);
+  }
   EXPECT_TRUE(choose_sm90_config({kSm90MinRowsPerExpert * 384, 384, 4096, 7168}).use);
   // as measured (gemm_internal.hpp): kimi-k2 T = 768 (16 rows per expert) on wgmma, T = 512 (11)
   // on the fast path; gpt-oss-120b (MXFP4, E = 128, k = 4) T = 512 (16) on the fast path.
