@@ -219,6 +219,86 @@ FP4MOE_HD float gemm1_activation(float g, float u, Activation act, float alpha, 
   return (u + 1.0f) * g * portable_sigmoidf(alpha * g);
 }
 
+// fp32 steps that nvcc must not fuse into an FMA (__fmul_rn / __fadd_rn on the device; the
+// host code is built with -ffp-contract=off), and the reciprocal 1 / d for 1 <= d < 2^126:
+// on the device MUFU.RCP and one Newton step, which is what nvcc emits for an IEEE
+// 1.0f / d when d's exponent is in that range (its other inputs take a called slow path).
+FP4MOE_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+FP4MOE_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+FP4MOE_HD float rcp_normal_rn(float d) {
+#if defined(__CUDA_ARCH__)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return fmaf(r, fmaf(-d, r, 1.0f), r);
+#else
+  return 1.0f / d;
+#endif
+}
+
+// The argument bound of gemm1_activation_mid: exp(x) for |x| <= 87 is a normal fp32 number
+// (e^-87 > 2^-126) and 1 + exp(x) < 2^126.
+inline constexpr float kActivationMidBound = 87.0f;
+
+// gemm1_activation by a straight-line route, bit for bit the same where the argument of its
+// exp, x = -g (silu) or -(alpha * g) after the clamp (swiglu_oai), has |x| <= 87, and
+// returns true there; elsewhere (|x| > 87, inf, NaN) it returns false, and h means nothing:
+// call gemm1_activation. Why the
+// same bits: for such x, portable_expf's n = rintf(x * log2 e) is the round to nearest even
+// of adding 1.5 * 2^23 (whose bits then hold n in their low bits), its result is a normal
+// number, so that its two-step scale by 2^h * 2^(n - h) is the one exact product p * 2^n,
+// and 1 + exp(x) takes the reciprocal's fast path (rcp_normal_rn). Why: in the GPU epilogues
+// gemm1_activation took ~55 SASS instructions and three divergent branches per value (the
+// range tests, the scale's subnormal case, the division's slow path), which also kept ptxas
+// from interleaving a column's values; this is ~22 and no branch.
+FP4MOE_HD bool gemm1_activation_mid(float g, float u, Activation act, float alpha, float limit, float& h) {
+  float x;
+  if (act == Activation::silu) {
+    x = -g;
+  } else {
+    g = fminf(g, limit);
+    u = fminf(fmaxf(u, -limit), limit);
+    x = -mul_rn(alpha, g);
+  }
+  // No early return: computed for every x (no trap, whatever the values) and kept by the
+  // caller only where this is true, so that the route has no branch.
+  const bool mid = fabsf(x) <= kActivationMidBound;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: x * log2 e + kRound is rounded to an integer
+  const float t = add_rn(mul_rn(x, 1.4426950408889634f), kRound);
+  const float n = add_rn(t, -kRound);
+  float r = fmaf(n, -0.693145751953125f, x);
+  r = fmaf(n, -1.428606765330187e-06f, r);
+  float p = 1.3888889e-03f;
+  p = fmaf(p, r, 8.3333333e-03f);
+  p = fmaf(p, r, 4.1666667e-02f);
+  p = fmaf(p, r, 1.6666667e-01f);
+  p = fmaf(p, r, 0.5f);
+  p = fmaf(p, r, 1.0f);
+  p = fmaf(p, r, 1.0f);
+  // bits(t) = bits(kRound) + n, and bits(kRound) << 23 wraps to 0: 2^n = (n + 127) << 23.
+  const float e = mul_rn(p, bits_f32((f32_bits(t) << 23) + (127u << 23)));
+  const float s = rcp_normal_rn(add_rn(1.0f, e));
+  h = act == Activation::silu ? mul_rn(mul_rn(g, s), u) : mul_rn(mul_rn(add_rn(u, 1.0f), g), s);
+  return mid;
+}
+
+// gemm1_activation, by gemm1_activation_mid where it applies.
+FP4MOE_HD float gemm1_activation_fast(float g, float u, Activation act, float alpha, float limit) {
+  float h;
+  return gemm1_activation_mid(g, u, act, alpha, limit, h) ? h : gemm1_activation(g, u, act, alpha, limit);
+}
+
 // The device weights: the only DeviceWeights implementation.
 class CudaWeights final : public DeviceWeights {
  public:
@@ -254,6 +334,11 @@ HostFragments build_fragments(const char* name, const std::vector<uint8_t>& data
 // Internal launchers (arguments already validated by gemm_dispatch.cpp).
 void naive_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 void naive_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+// Every fp32 bit pattern g (2^32, u made from g's bits: any pattern or +-[1, 2)) through
+// gemm1_activation_mid on the current device: counts[0] the g it takes, counts[1] those among
+// them whose h has other bits than gemm1_activation's (NaN equals NaN). Synchronous (the
+// tests' check of the epilogues' route; gemm_naive.cu).
+void activation_mid_sweep(Activation act, float alpha, float limit, uint64_t counts[2]);
 void sm80_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 void sm80_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 // splitk: run the split-K kernels and return true, or return false (not a decode shape, or

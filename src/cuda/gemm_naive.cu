@@ -101,6 +101,31 @@ __global__ void naive_gemm2_kernel(WeightMatrix w, Gemm2Args args) {
   }
 }
 
+// activation_mid_sweep: every fp32 bit pattern g once, grid-stride; u from g's bits.
+__global__ void activation_mid_sweep_kernel(Activation act, float alpha, float limit,
+                                            unsigned long long* counts) {
+  unsigned long long taken = 0, differ = 0;
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t(1) << 32); i += stride) {
+    const float g = bits_f32(uint32_t(i));
+    const uint32_t mix = uint32_t(i) * 2654435761u;
+    const float u = (i & 1) ? bits_f32(mix) : bits_f32((mix & 0x807FFFFFu) | 0x3F800000u);  // any, or +-[1, 2)
+    float h;
+    if (!gemm1_activation_mid(g, u, act, alpha, limit, h)) continue;
+    ++taken;
+    const float want = gemm1_activation(g, u, act, alpha, limit);
+    if (f32_bits(h) != f32_bits(want) && !(h != h && want != want)) ++differ;
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    taken += __shfl_xor_sync(0xFFFFFFFFu, taken, o);
+    differ += __shfl_xor_sync(0xFFFFFFFFu, differ, o);
+  }
+  if (threadIdx.x % 32 == 0) {
+    atomicAdd(&counts[0], taken);
+    atomicAdd(&counts[1], differ);
+  }
+}
+
 unsigned grid_for(int64_t total) {
   const int64_t blocks = (total + kThreads - 1) / kThreads;
   return unsigned(blocks < (1 << 20) ? blocks : (1 << 20));
@@ -120,6 +145,24 @@ void naive_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream) 
   if (total == 0) return;
   naive_gemm2_kernel<<<grid_for(total), kThreads, 0, stream>>>(w.w2, a);
   FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+void activation_mid_sweep(Activation act, float alpha, float limit, uint64_t counts[2]) {
+  unsigned long long* d = nullptr;
+  FP4MOE_CUDA_CHECK(cudaMalloc(&d, 2 * sizeof(unsigned long long)));
+  const cudaError_t run = [&] {
+    cudaError_t err = cudaMemset(d, 0, 2 * sizeof(unsigned long long));
+    if (err != cudaSuccess) return err;
+    activation_mid_sweep_kernel<<<4096, 256>>>(act, alpha, limit, d);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    unsigned long long h[2] = {};
+    if ((err = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost)) != cudaSuccess) return err;
+    counts[0] = h[0];
+    counts[1] = h[1];
+    return cudaSuccess;
+  }();
+  cudaFree(d);
+  FP4MOE_CUDA_CHECK(run);
 }
 
 }  // namespace fp4moe::cuda

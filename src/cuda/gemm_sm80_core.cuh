@@ -224,15 +224,34 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
   }
   // Token column nt, its accumulators a[mt][0..3] = acc[mt][nt][0..3].
   auto column = [&](int nt, const float (&a)[MT][4]) {
+    // The column's 2 MT values by the straight-line route first (gemm1_activation_mid), then,
+    // behind one branch, gemm1_activation for those outside its range (none in practice).
     float hv[MT][2] = {};
+    bool rare = false;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+        rare |= !gemm1_activation_mid(a[mt][c] * mult + bg[mt], a[mt][2 + c] * mult + bu[mt], p.act, p.alpha,
+                                      p.limit, hv[mt][c]);
+    if (rare) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c)
+          hv[mt][c] = gemm1_activation_fast(a[mt][c] * mult + bg[mt], a[mt][2 + c] * mult + bu[mt], p.act, p.alpha,
+                                            p.limit);
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      if (mt >= tiles) break;
+      if (mt >= tiles) {  // not the warp's: 0, as the requantization's amax expects
+        hv[mt][0] = hv[mt][1] = 0.0f;
+        continue;
+      }
       const int i = (nbw + mt) * 8 + g;
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const float gv = a[mt][c] * mult + bg[mt], uv = a[mt][2 + c] * mult + bu[mt];
-        hv[mt][c] = round_bf16(gemm1_activation(gv, uv, p.act, p.alpha, p.limit));
+        hv[mt][c] = round_bf16(hv[mt][c]);
         const int64_t r = out_row(nt, c);
         if (p.h_bf16 && r >= 0) p.h_bf16[r * I + i] = bf16_from_f32(hv[mt][c]);
       }

@@ -1939,6 +1939,79 @@ TEST(CudaGemmLayout, FragmentWordDecodesEveryCode) {
   }
 }
 
+// Whether gemm1_activation_mid should take g: the argument of the activation's exp, -g
+// (silu) or -(alpha * min(g, limit)) (swiglu_oai), within [-87, 87] (a NaN g is clamped to
+// the limit by fminf).
+bool mid_route_takes(float g, Activation act, float alpha, float limit) {
+  const float x = act == Activation::silu ? -g : -(alpha * std::fmin(g, limit));
+  return std::fabs(x) <= kActivationMidBound;
+}
+
+struct ActivationCase {
+  Activation act;
+  float alpha, limit;
+  const char* name;
+};
+const ActivationCase kActivationCases[] = {{Activation::silu, 0.0f, 0.0f, "silu"},
+                                           {Activation::swiglu_oai, 1.702f, 7.0f, "swiglu_oai"}};
+
+// The epilogues' straight-line activation route on the host (its algebra: the rounding by
+// 1.5 * 2^23, the one-step scale; the host's reciprocal is a division): the same bits as
+// gemm1_activation for every g it takes, and it takes every g whose exp argument is within
+// the bound. g: every 251st bit pattern, and every pattern near the bound, near 0 and near
+// swiglu's bound -87 / alpha; u: random, any pattern or a moderate value.
+TEST(CudaGemmActivation, MidRouteMatchesOnHost) {
+  std::mt19937 rng(13);
+  std::vector<uint32_t> gs;
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 251) gs.push_back(uint32_t(b));
+  for (const float centre : {87.0f, -87.0f, 0.0f, -87.0f / 1.702f, 44.0f})
+    for (int d = -(1 << 15); d <= (1 << 15); ++d) gs.push_back(f32_bits(centre) + uint32_t(d));
+  for (const auto& c : kActivationCases) {
+    SCOPED_TRACE(c.name);
+    int64_t taken = 0;
+    for (const uint32_t gb : gs) {
+      const float g = bits_f32(gb);
+      const uint32_t mix = rng();
+      const float u = mix % 2 ? bits_f32(rng()) : bits_f32((mix & 0x807FFFFFu) | 0x3F800000u);
+      float h = 0.0f;
+      const bool took = gemm1_activation_mid(g, u, c.act, c.alpha, c.limit, h);
+      ASSERT_EQ(took, mid_route_takes(g, c.act, c.alpha, c.limit)) << "g bits " << gb;
+      if (!took) continue;
+      ++taken;
+      const float want = gemm1_activation(g, u, c.act, c.alpha, c.limit);
+      ASSERT_TRUE(f32_bits(h) == f32_bits(want) || (std::isnan(h) && std::isnan(want)))
+          << "g " << g << " (bits " << gb << ") u " << u << ": " << h << " against " << want;
+    }
+    EXPECT_GT(taken, int64_t(gs.size()) / 4);
+  }
+}
+
+// The same on the GPU for every one of the 2^32 fp32 g (activation_mid_sweep; the reciprocal
+// is the device's MUFU.RCP and Newton step): no h differs from gemm1_activation's, and the
+// route took exactly the g it should. Those are counted here from the bound: silu takes
+// |g| <= 87 (the bit patterns 0..bits(87) of either sign); swiglu_oai takes every NaN g and
+// every g from the most negative g0 with alpha * g >= -87 (rounded) up to +inf.
+TEST(CudaGemmActivation, MidRouteMatchesEveryInputOnTheGpu) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  for (const auto& c : kActivationCases) {
+    SCOPED_TRACE(c.name);
+    uint64_t expect = 0;
+    if (c.act == Activation::silu) {
+      expect = 2 * (uint64_t(f32_bits(kActivationMidBound)) + 1);
+    } else {
+      float g0 = -kActivationMidBound / c.alpha;
+      while (mid_route_takes(std::nextafter(g0, -INFINITY), c.act, c.alpha, c.limit)) g0 = std::nextafter(g0, -INFINITY);
+      while (!mid_route_takes(g0, c.act, c.alpha, c.limit)) g0 = std::nextafter(g0, 0.0f);
+      const uint64_t nans = 2 * ((uint64_t(1) << 23) - 1);
+      expect = nans + (uint64_t(f32_bits(g0)) - 0x80000000u + 1) + (uint64_t(0x7F800000u) + 1);
+    }
+    uint64_t counts[2] = {};
+    activation_mid_sweep(c.act, c.alpha, c.limit, counts);
+    EXPECT_EQ(counts[0], expect) << "g taken by the route";
+    EXPECT_EQ(counts[1], 0u) << "g whose h differs from gemm1_activation's";
+  }
+}
+
 // The prepared layout as a whole, on the host: for every (expert, row, k) of random NVFP4
 // (scales negative, zero and subnormal included) and MXFP4 matrices, the stored code and
 // folded scale at frag_nibble / frag_scale, times 2^F from epi, give back exactly the
