@@ -1,5 +1,5 @@
 // The grouped GEMMs on Hopper warpgroup MMA (FP4MOE_GEMM=sm90; sm_90a only) for
-// prefill-sized batches: at least kSm90MinRowsPerExpert (16; MXFP4 32) rows per active expert
+// prefill-sized batches: at least kSm90MinRowsPerExpert (16; MXFP4 24) rows per active expert
 // (kimi-k2 from T = 768).
 //
 // Why: at many rows per expert the fast path (mma.sync, 32 tokens per CTA) re-reads every

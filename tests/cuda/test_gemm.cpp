@@ -84,6 +84,7 @@ struct Spec {
   uint64_t seed = 1;
   bool decode = false;          // <= 8 rows per expert and K long enough: the splitk path must split
   bool large = false;           // >= 64 rows per active expert: the sm90 path must choose its wgmma kernels
+  int gate_gain_log2 = 0;       // GEMM 1's weights times 2^this: gates of hundreds, past the epilogues' straight-line route
 };
 std::string describe(const Spec& s) {
   std::ostringstream o;
@@ -144,10 +145,12 @@ Problem make_problem(const Spec& s) {
   };
   w.w13 = bytes(size_t(E * 2 * I * H / 2));
   w.w13_scale = scales(size_t(E * 2 * I * H / w.block));
+  if (s.wf == WeightFormat::mxfp4)
+    for (auto& c : w.w13_scale) c = uint8_t(c + s.gate_gain_log2);  // e8m0: the exponent
   w.w2 = bytes(size_t(E * H * I / 2));
   w.w2_scale = scales(size_t(E * H * I / w.block));
   for (int64_t e = 0; e < E; ++e) {
-    w.w13_dq.push_back(s.wf == WeightFormat::nvfp4 ? 1e-3f * (1.0f + float(e)) : 1.0f);
+    w.w13_dq.push_back(s.wf == WeightFormat::nvfp4 ? std::ldexp(1e-3f * (1.0f + float(e)), s.gate_gain_log2) : 1.0f);
     w.w2_dq.push_back(s.wf == WeightFormat::nvfp4 ? 2e-3f / (1.0f + float(e)) : 1.0f);
   }
   if (s.bias) {
@@ -605,7 +608,7 @@ std::vector<Spec> specs() {
   // 224 is one partial 256-row tile; I / 16 = 7 NVFP4 blocks of h per row (odd).
   v.push_back({"large_w4a4_batched", 192, 112, 3, WeightFormat::nvfp4, true, Activation::silu, false, {80, 0, 45},
                true, 27, false, true});
-  // Fewer than 64 rows per active expert (16 and up; MXFP4 32): rsws4 runs width split
+  // Fewer than 64 rows per active expert (16 and up; MXFP4 24): rsws4 runs width split
   // (Sm90Config::narrow_width; CudaGemmSm90.WidthSplitAtEveryWidth forces each width). Counts
   // on both sides of each narrow width and of 64 (65 = a full tile and a narrow one of 1);
   // H = 320 and I = 144: a partial last k-block in both GEMMs, 2I = 288 a partial row tile.
@@ -629,6 +632,13 @@ std::vector<Spec> specs() {
   // W4A4 (staged through bf16), A rows through the gather.
   v.push_back({"split_partial_w4a4", 256, 128, 5, WeightFormat::nvfp4, true, Activation::silu, false,
                {70, 100, 110, 200, 33}, false, 35, false, true});
+  // Gates of hundreds (weights x 2^13 / 2^12): most of silu's |g| and many of swiglu_oai's
+  // g < -87 / alpha are past the epilogues' straight-line activation route
+  // (gemm1_activation_mid), so its columns take the branch to gemm1_activation.
+  v.push_back({"nvfp4_silu_big_gates", 336, 80, 6, WeightFormat::nvfp4, false, Activation::silu, false,
+               {0, 1, 7, 0, 67, 300}, false, 17, false, true, 13});
+  v.push_back({"mxfp4_swiglu_big_gates", 352, 96, 5, WeightFormat::mxfp4, false, Activation::swiglu_oai, true,
+               {7, 67, 0, 1, 40}, false, 18, false, false, 12});
   return v;
 }
 
@@ -1335,10 +1345,12 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   }
   EXPECT_TRUE(choose_sm90_config({kSm90MinRowsPerExpert * 384, 384, 4096, 7168}).use);
   // as measured (gemm_internal.hpp): kimi-k2 T = 768 (16 rows per expert) on wgmma, T = 512 (11)
-  // on the fast path; gpt-oss-120b (MXFP4, E = 128, k = 4) T = 512 (16) on the fast path.
+  // on the fast path; gpt-oss-120b (MXFP4, E = 128, k = 4) T = 512 (16) on the fast path, T =
+  // 768 (24) on wgmma.
   EXPECT_TRUE(choose_sm90_config({768 * 8, 384, 4096, 7168}).use);
   EXPECT_FALSE(choose_sm90_config({512 * 8, 384, 4096, 7168}).use);
   EXPECT_FALSE(choose_sm90_config(mx(512 * 4, 128, 5760, 2880)).use);
+  EXPECT_TRUE(choose_sm90_config(mx(768 * 4, 128, 5760, 2880)).use);
   EXPECT_TRUE(choose_sm90_config({512 * 4, 128, 5760, 2880}).use);
   EXPECT_FALSE(choose_sm90_config({0, 384, 4096, 7168}).use);
   // 64-token tiles where an odd number of them covers the average expert (up to 256 rows).
