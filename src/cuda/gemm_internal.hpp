@@ -261,13 +261,12 @@ inline constexpr float kActivationMidBound = 87.0f;
 // and 1 + exp(x) takes the reciprocal's fast path (rcp_normal_rn). Why: in the GPU epilogues
 // gemm1_activation took ~55 SASS instructions and three divergent branches per value (the
 // range tests, the scale's subnormal case, the division's slow path), which also kept ptxas
-// from interleaving a column's values; this is ~22 and no branch.
-// The activation is a template argument in the epilogues (a run-time one left both
-// activations' instructions in the route, predicated).
-template <Activation A>
-FP4MOE_HD bool gemm1_activation_mid(float g, float u, float alpha, float limit, float& h) {
+// from interleaving a column's values; this is ~22 and no branch. (The activation as a
+// template argument, which drops the other activation's predicated instructions, measured
+// 0.7-2.6% slower on the H200: notes v22.)
+FP4MOE_HD bool gemm1_activation_mid(float g, float u, Activation act, float alpha, float limit, float& h) {
   float x;
-  if constexpr (A == Activation::silu) {
+  if (act == Activation::silu) {
     x = -g;
   } else {
     g = fminf(g, limit);
@@ -292,13 +291,8 @@ FP4MOE_HD bool gemm1_activation_mid(float g, float u, float alpha, float limit, 
   // bits(t) = bits(kRound) + n, and bits(kRound) << 23 wraps to 0: 2^n = (n + 127) << 23.
   const float e = mul_rn(p, bits_f32((f32_bits(t) << 23) + (127u << 23)));
   const float s = rcp_normal_rn(add_rn(1.0f, e));
-  if constexpr (A == Activation::silu) h = mul_rn(mul_rn(g, s), u);
-  else h = mul_rn(mul_rn(add_rn(u, 1.0f), g), s);
+  h = act == Activation::silu ? mul_rn(mul_rn(g, s), u) : mul_rn(mul_rn(add_rn(u, 1.0f), g), s);
   return mid;
-}
-FP4MOE_HD bool gemm1_activation_mid(float g, float u, Activation act, float alpha, float limit, float& h) {
-  return act == Activation::silu ? gemm1_activation_mid<Activation::silu>(g, u, alpha, limit, h)
-                                 : gemm1_activation_mid<Activation::swiglu_oai>(g, u, alpha, limit, h);
 }
 
 // gemm1_activation, by gemm1_activation_mid where it applies.
@@ -512,11 +506,12 @@ inline constexpr int kSm90RowTile = 256;           // weight rows per CTA: 2 war
 // 32-token tiles (notes v21), wgmma from 25 rows instead of 16 was 6-16% slower on deepseek-v3
 // T = 512-768 (16-24 rows), kimi-k2 T = 768 / 1024 and qwen3-235b T = 384, even on qwen3-30b;
 // and MXFP4 from 48 instead of 32 35 / 65% slower at 32 / 40 rows (gpt-oss-120b T = 1024 /
-// 1280). MXFP4 from 24 instead of 32 (notes v22): gpt-oss-120b T = 768 / 896 (24 / 28 rows)
-// 837 -> 733 / 937 -> 766 us. The environment's FP4MOE_SM90_MIN_ROWS /
-// FP4MOE_SM90_MIN_ROWS_MX replace them (A/B).
+// 1280). MXFP4 from 16 (notes v22, since the width split): against 32, gpt-oss-120b T = 768 /
+// 896 (24 / 28 rows) -12.5 / -18.2%; against 24, T = 512 / 576 / 640 / 704 (16-22 rows) -1.0 /
+// -5.6 / -6.0 / -8.1%. The environment's FP4MOE_SM90_MIN_ROWS / FP4MOE_SM90_MIN_ROWS_MX
+// replace them (A/B).
 inline constexpr int kSm90MinRowsPerExpert = 16;
-inline constexpr int kSm90MinRowsPerExpertMx = 24;
+inline constexpr int kSm90MinRowsPerExpertMx = 16;
 
 struct Sm90Problem {
   int64_t rows_bound = 0;   // upper bound on the rows of all experts together

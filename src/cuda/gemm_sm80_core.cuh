@@ -195,22 +195,6 @@ inline Epilogue gemm1_epilogue(const LayerDesc& d, const Gemm1Args& a) {
   return e;
 }
 
-// One GEMM 1 column's 2 MT values hv[mt][c] = act(gate, up), gate = a[mt][c] * mult + bg[mt]
-// and up = a[mt][2 + c] * mult + bu[mt], by gemm1_activation_mid; false where a value was out
-// of its range (hv means nothing then).
-template <Activation A, int MT>
-__device__ __forceinline__ bool activation_column_mid(const float (&a)[MT][4], float mult, const float (&bg)[MT],
-                                                      const float (&bu)[MT], float alpha, float limit,
-                                                      float (&hv)[MT][2]) {
-  bool mid = true;
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int c = 0; c < 2; ++c)
-      mid &= gemm1_activation_mid<A>(a[mt][c] * mult + bg[mt], a[mt][2 + c] * mult + bu[mt], alpha, limit, hv[mt][c]);
-  return mid;
-}
-
 // GEMM 1 epilogue of one warp's `tiles` m16 tiles of its MT (fragment rows nbw, nbw + 1; nbw
 // even when tiles == 2): acc[mt][nt] holds rows g (c0, c1: gate of i = (nbw + mt) * 8 + g) and
 // g + 8 (c2, c3: up of the same i) for tokens nt * 8 + 2t + {0, 1}; out_row(nt, c) is that
@@ -242,11 +226,15 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
   auto column = [&](int nt, const float (&a)[MT][4]) {
     // The column's 2 MT values by the straight-line route first (gemm1_activation_mid), then,
     // behind one branch, gemm1_activation for those outside its range (none in practice).
-    float hv[MT][2];
-    const bool mid = p.act == Activation::silu
-                         ? activation_column_mid<Activation::silu>(a, mult, bg, bu, p.alpha, p.limit, hv)
-                         : activation_column_mid<Activation::swiglu_oai>(a, mult, bg, bu, p.alpha, p.limit, hv);
-    if (!mid) {
+    float hv[MT][2] = {};
+    bool rare = false;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+        rare |= !gemm1_activation_mid(a[mt][c] * mult + bg[mt], a[mt][2 + c] * mult + bu[mt], p.act, p.alpha,
+                                      p.limit, hv[mt][c]);
+    if (rare) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
