@@ -261,7 +261,7 @@ inline constexpr float kActivationMidBound = 87.0f;
 // and 1 + exp(x) takes the reciprocal's fast path (rcp_normal_rn). Why: in the GPU epilogues
 // gemm1_activation took ~55 SASS instructions and three divergent branches per value (the
 // range tests, the scale's subnormal case, the division's slow path), which also kept ptxas
-// from interleaving a column's values; this is ~22 and no branch. (The activation as a
+// from interleaving a column's values; this is about 25 and no branch. (The activation as a
 // template argument, which drops the other activation's predicated instructions, measured
 // 0.7-2.6% slower on the H200: notes v22.)
 FP4MOE_HD bool gemm1_activation_mid(float g, float u, Activation act, float alpha, float limit, float& h) {
