@@ -250,23 +250,32 @@ FP4MOE_HD int64_t swizzled_scale_offset(int64_t r, int64_t c, int64_t padded_col
 // Portable fp32 math: bit-identical on host and device (explicit fmaf only), so that
 // routing decisions made on the CPU and the GPU agree on every input.
 // ---------------------------------------------------------------------------
-// exp(x) with < 2 ulp error over the fp32 range; overflow -> inf, underflow -> 0.
-FP4MOE_HD float portable_expf(float x) {
-  if (x != x) return x;
-  if (x > 88.72283935546875f) return bits_f32(0x7F800000u);
-  if (x < -103.97208404541016f) return 0.0f;
-  // x = n*ln2 + r, |r| <= ln2/2, ln2 split in two for an exact reduction
-  const float n = rintf(x * 1.4426950408889634f);
-  float r = fmaf(n, -0.693145751953125f, x);
-  r = fmaf(n, -1.428606765330187e-06f, r);
-  // exp(r) by a degree-6 polynomial (Taylor coefficients, Horner with fma)
+// portable_expf's steps, also taken by the GPU epilogues' straight-line activation
+// (cuda/gemm_internal.hpp gemm1_activation_mid), which must give the same bits:
+// n = rintf(x * kPortableLog2e); exp(x) = exp(r) * 2^n with r = portable_exp_reduce(x, n)
+// (|r| <= ln2/2, ln2 split in two for an exact reduction) and exp(r) = portable_exp_poly(r)
+// (a degree-6 polynomial: Taylor coefficients, Horner with fma).
+inline constexpr float kPortableLog2e = 1.4426950408889634f;
+FP4MOE_HD float portable_exp_reduce(float x, float n) {
+  const float r = fmaf(n, -0.693145751953125f, x);
+  return fmaf(n, -1.428606765330187e-06f, r);
+}
+FP4MOE_HD float portable_exp_poly(float r) {
   float p = 1.3888889e-03f;
   p = fmaf(p, r, 8.3333333e-03f);
   p = fmaf(p, r, 4.1666667e-02f);
   p = fmaf(p, r, 1.6666667e-01f);
   p = fmaf(p, r, 0.5f);
   p = fmaf(p, r, 1.0f);
-  p = fmaf(p, r, 1.0f);
+  return fmaf(p, r, 1.0f);
+}
+// exp(x) with < 2 ulp error over the fp32 range; overflow -> inf, underflow -> 0.
+FP4MOE_HD float portable_expf(float x) {
+  if (x != x) return x;
+  if (x > 88.72283935546875f) return bits_f32(0x7F800000u);
+  if (x < -103.97208404541016f) return 0.0f;
+  const float n = rintf(x * kPortableLog2e);
+  const float p = portable_exp_poly(portable_exp_reduce(x, n));
   const int ni = int(n);
   // scale by 2^n in two steps so that results near the subnormal range stay exact-ish
   const int h = ni / 2;

@@ -277,17 +277,9 @@ FP4MOE_HD bool gemm1_activation_mid(float g, float u, Activation act, float alph
   // caller only where this is true, so that the route has no branch.
   const bool mid = fabsf(x) <= kActivationMidBound;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: x * log2 e + kRound is rounded to an integer
-  const float t = add_rn(mul_rn(x, 1.4426950408889634f), kRound);
+  const float t = add_rn(mul_rn(x, kPortableLog2e), kRound);
   const float n = add_rn(t, -kRound);
-  float r = fmaf(n, -0.693145751953125f, x);
-  r = fmaf(n, -1.428606765330187e-06f, r);
-  float p = 1.3888889e-03f;
-  p = fmaf(p, r, 8.3333333e-03f);
-  p = fmaf(p, r, 4.1666667e-02f);
-  p = fmaf(p, r, 1.6666667e-01f);
-  p = fmaf(p, r, 0.5f);
-  p = fmaf(p, r, 1.0f);
-  p = fmaf(p, r, 1.0f);
+  const float p = portable_exp_poly(portable_exp_reduce(x, n));
   // bits(t) = bits(kRound) + n, and bits(kRound) << 23 wraps to 0: 2^n = (n + 127) << 23.
   const float e = mul_rn(p, bits_f32((f32_bits(t) << 23) + (127u << 23)));
   const float s = rcp_normal_rn(add_rn(1.0f, e));
