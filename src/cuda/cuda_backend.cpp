@@ -191,9 +191,8 @@ class CudaBackend final : public Backend {
     // kernel, the preparation runs first and the permute as its programmatic dependent, so the
     // chain to GEMM 1 has no full launch gap (FP4MOE_PREP_FIRST=0: the permute first).
     cuda::Gemm1Args g1;
-    const char* prep_env = std::getenv("FP4MOE_PREP_FIRST");  // read per call, for A/B runs
     const bool prep_first = prepare_launches(src) && cuda::permute_one_kernel(T * k, num_local) &&
-                            cuda::decode_pdl(device_id) && !(prep_env && prep_env[0] == '0');
+                            cuda::decode_pdl(device_id) && !cuda::env_switch("FP4MOE_PREP_FIRST", '0');
     if (prep_first) prepare_a(src, l, ws, g1, stream);
     p.dependent = prep_first;
     const bool permuted_by_kernel = cuda::permute(p, stream);

@@ -16,11 +16,19 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 
 #include "backend.hpp"
 
 namespace fp4moe::cuda {
+
+// An A/B switch of the environment (FP4MOE_SM90_PDL=0, FP4MOE_PDL=1, ...): whether `var` is set
+// and starts with `c`. Read per call, so that tests and benchmarks can flip it between forwards.
+inline bool env_switch(const char* var, char c) {
+  const char* v = std::getenv(var);
+  return v && v[0] == c;
+}
 
 // Weights on the device in the GEMM kernels' private layout (documented in
 // weights_cuda.cu next to its index functions). Built once by upload_weights.

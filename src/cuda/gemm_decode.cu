@@ -392,8 +392,7 @@ Params base_params(const DecodeConfig& c, const WeightMatrix& w, const ExpertRow
 int64_t decode_launches() { return g_launches.load(std::memory_order_relaxed); }
 
 bool decode_pdl(int device) {
-  const char* v = std::getenv("FP4MOE_DECODE_PDL");
-  if (v && v[0] == '0') return false;
+  if (env_switch("FP4MOE_DECODE_PDL", '0')) return false;
   // The chain's kernels are all built for the same targets: this one's code stands for theirs.
   // Asked once per device (its kernel image does not change), not on every forward's launches.
   constexpr int kKnownDevices = 64;
@@ -418,8 +417,8 @@ bool decode_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream
   // One token, as a dependent: a CTA per top-k slot (k of them, the rows' bound), its expert
   // from the inputs. Without the wait to put its weights ahead of, it gains nothing.
   const Gemm1Args::OneToken& one = a.one_token;
-  const char* direct = std::getenv("FP4MOE_DECODE_DIRECT");  // read per call, for A/B runs
-  const bool use_one = dependent && one.topk_ids && one.k == a.rows.rows_bound && !(direct && direct[0] == '0');
+  const bool use_one = dependent && one.topk_ids && one.k == a.rows.rows_bound &&
+                       !env_switch("FP4MOE_DECODE_DIRECT", '0');
   if (use_one) {
     p.one_ids = one.topk_ids;
     p.one_map = one.expert_map;

@@ -1318,8 +1318,7 @@ void launch_rsws(dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_
 // (FP4MOE_SM90_PDL=0: launched normally; read per GEMM, for A/B runs). The rsws kernels exist
 // only as sm_90a code, which runs only on an sm_90 device: PDL-capable.
 bool split_pdl() {
-  const char* v = std::getenv("FP4MOE_SM90_PDL");
-  return !(v && v[0] == '0');
+  return !env_switch("FP4MOE_SM90_PDL", '0');
 }
 
 // rsws4 at the width split's narrow width (kMinNarrowWidth..kMaxNarrowWidth).
@@ -1364,8 +1363,7 @@ dim3 persistent_grid(int64_t units, int device) {
 // environment turns the widths off (FP4MOE_SM90_WIDTHS=0: `none`; read per GEMM, for A/B runs).
 int width_for(const std::atomic<int>& forced, int chosen, int none) {
   if (const int f = forced.load(std::memory_order_relaxed); f > 0) return f;
-  const char* v = std::getenv("FP4MOE_SM90_WIDTHS");
-  return v && v[0] == '0' ? none : chosen;
+  return env_switch("FP4MOE_SM90_WIDTHS", '0') ? none : chosen;
 }
 // The width split's narrow width for config c (rsws4 unsplit, or the split), or 8 (none).
 int narrow_width_for(const Sm90Config& c) { return width_for(g_narrow_width, c.narrow_width, 8); }

@@ -260,8 +260,7 @@ void launch(const StreamConfig& c, const Params& p, bool dependent, cudaStream_t
 // then everything GEMM 2 reads before grid_dependency_wait was complete before GEMM 1
 // (an ordinary launch) started.
 bool gemm2_dependent(const CudaWeights& cw, const ExpertRows& rows) {
-  const char* v = std::getenv("FP4MOE_PDL");  // read per call: tests switch it around forwards
-  if (!(v && v[0] == '1') || !rows.active) return false;
+  if (!env_switch("FP4MOE_PDL", '1') || !rows.active) return false;
   return pdl_capable(stream_gemm<8, 32, false, false>, cw.device);
 }
 
