@@ -254,8 +254,7 @@ inline constexpr float kActivationMidBound = 87.0f;
 // gemm1_activation by a straight-line route, bit for bit the same where the argument of its
 // exp, x = -g (silu) or -(alpha * g) after the clamp (swiglu_oai), has |x| <= 87, and
 // returns true there; elsewhere (|x| > 87, inf, NaN) it returns false, and h means nothing:
-// call gemm1_activation. Why the
-// same bits: for such x, portable_expf's n = rintf(x * log2 e) is the round to nearest even
+// call gemm1_activation. Why the same bits: for such x, portable_expf's n = rintf(x * log2 e) is the round to nearest even
 // of adding 1.5 * 2^23 (whose bits then hold n in their low bits), its result is a normal
 // number, so that its two-step scale by 2^h * 2^(n - h) is the one exact product p * 2^n,
 // and 1 + exp(x) takes the reciprocal's fast path (rcp_normal_rn). Why: in the GPU epilogues
@@ -285,12 +284,6 @@ FP4MOE_HD bool gemm1_activation_mid(float g, float u, Activation act, float alph
   const float s = rcp_normal_rn(add_rn(1.0f, e));
   h = act == Activation::silu ? mul_rn(mul_rn(g, s), u) : mul_rn(mul_rn(add_rn(u, 1.0f), g), s);
   return mid;
-}
-
-// gemm1_activation, by gemm1_activation_mid where it applies.
-FP4MOE_HD float gemm1_activation_fast(float g, float u, Activation act, float alpha, float limit) {
-  float h;
-  return gemm1_activation_mid(g, u, act, alpha, limit, h) ? h : gemm1_activation(g, u, act, alpha, limit);
 }
 
 // The device weights: the only DeviceWeights implementation.

@@ -226,21 +226,22 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
   auto column = [&](int nt, const float (&a)[MT][4]) {
     // The column's 2 MT values by the straight-line route first (gemm1_activation_mid), then,
     // behind one branch, gemm1_activation for those outside its range (none in practice).
-    float hv[MT][2] = {};
+    // (Where the route applies the two agree bit for bit, so the branch redoes all of them.)
+    float gv[MT][2], uv[MT][2], hv[MT][2];
     bool rare = false;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int c = 0; c < 2; ++c)
-        rare |= !gemm1_activation_mid(a[mt][c] * mult + bg[mt], a[mt][2 + c] * mult + bu[mt], p.act, p.alpha,
-                                      p.limit, hv[mt][c]);
+      for (int c = 0; c < 2; ++c) {
+        gv[mt][c] = a[mt][c] * mult + bg[mt];
+        uv[mt][c] = a[mt][2 + c] * mult + bu[mt];
+        rare |= !gemm1_activation_mid(gv[mt][c], uv[mt][c], p.act, p.alpha, p.limit, hv[mt][c]);
+      }
     if (rare) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int c = 0; c < 2; ++c)
-          hv[mt][c] = gemm1_activation_fast(a[mt][c] * mult + bg[mt], a[mt][2 + c] * mult + bu[mt], p.act, p.alpha,
-                                            p.limit);
+        for (int c = 0; c < 2; ++c) hv[mt][c] = gemm1_activation(gv[mt][c], uv[mt][c], p.act, p.alpha, p.limit);
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
