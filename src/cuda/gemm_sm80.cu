@@ -78,14 +78,10 @@ Gemm80Config choose_config(const Gemm80Problem& p, int forced_tile) {
 }
 
 int sm80_token_tile() {
-  int t = g_token_tile.load(std::memory_order_relaxed);
-  if (t < 0) {
+  return choice_once(g_token_tile, [] {
     const char* v = std::getenv("FP4MOE_SM80_TILE");
-    const int from_env = v ? std::atoi(v) : 0;
-    // The first caller's reading wins (a set_sm80_token_tile in between stays).
-    t = g_token_tile.compare_exchange_strong(t, from_env, std::memory_order_relaxed) ? from_env : t;
-  }
-  return t;
+    return v ? std::atoi(v) : 0;
+  });
 }
 
 void set_sm80_token_tile(int tile) { g_token_tile.store(tile, std::memory_order_relaxed); }

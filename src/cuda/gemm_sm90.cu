@@ -1652,21 +1652,17 @@ int64_t sm90_rsws_launches() { return g_rsws_launches.load(std::memory_order_rel
 int64_t sm90_rsws4_launches() { return g_rsws4_launches.load(std::memory_order_relaxed); }
 
 Sm90Kernel sm90_kernel() {
-  int k = g_kernel.load(std::memory_order_relaxed);
-  if (k < 0) {
+  return Sm90Kernel(choice_once(g_kernel, [] {
     const char* v = std::getenv("FP4MOE_SM90_KERNEL");
-    const Sm90Kernel asked = !v                        ? Sm90Kernel::automatic
-                             : std::strcmp(v, "ws") == 0 ? Sm90Kernel::ws
-                             : std::strcmp(v, "rs") == 0 ? Sm90Kernel::rs
-                             : std::strcmp(v, "rsws") == 0 ? Sm90Kernel::rsws
+    const Sm90Kernel asked = !v                          ? Sm90Kernel::automatic
+                             : std::strcmp(v, "ws") == 0    ? Sm90Kernel::ws
+                             : std::strcmp(v, "rs") == 0    ? Sm90Kernel::rs
+                             : std::strcmp(v, "rsws") == 0  ? Sm90Kernel::rsws
                              : std::strcmp(v, "rsws4") == 0 ? Sm90Kernel::rsws4
                              : std::strcmp(v, "split") == 0 ? Sm90Kernel::split
-                                                         : Sm90Kernel::automatic;
-    const int from_env = int(asked);
-    // The first caller's reading wins (a set_sm90_kernel in between stays).
-    k = g_kernel.compare_exchange_strong(k, from_env, std::memory_order_relaxed) ? from_env : k;
-  }
-  return Sm90Kernel(k);
+                                                            : Sm90Kernel::automatic;
+    return int(asked);
+  }));
 }
 
 void set_sm90_kernel(Sm90Kernel k) { g_kernel.store(int(k), std::memory_order_relaxed); }
