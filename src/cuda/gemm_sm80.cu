@@ -140,6 +140,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
   constexpr bool mx = MX;
   const int sb = frag_scale_bytes(MX ? 32 : 16);
   const uint32_t decode_low = sm80::decode_table(w);
+  const uint32_t mul16 = ptx::per_thread(16u, w.zero);  // the folded scale's multiplier as IMAD, not LEA
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
     const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,
@@ -261,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
             uint32_t a[4];
-            sm80::weight_a_frag(a, wq[mt], ws[mt], kk, mx, decode_low);
+            sm80::weight_a_frag(a, wq[mt], ws[mt], kk, mx, decode_low, mul16);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
               if (nt < live) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, bfrag[nt][2 * h], bfrag[nt][2 * h + 1]);

@@ -26,9 +26,11 @@ __device__ __forceinline__ uint32_t e4m3_scale_bf16x2(uint32_t code) {
 // of `word`, as a bf16x2 (row g low, row g+8 high): one byte permute ([code_g, 0, code_g8, 0])
 // and one integer step for both halves (gemm_internal.hpp folded_scale_bf16_bits): NVFP4
 // p * 16 + (236 << 7) per half, MX p * 128.
-__device__ __forceinline__ uint32_t scale_rows_bf16x2(uint32_t word, int byte, bool mx) {
+// mul16: 16 in a register ptxas cannot see through (from the decode table's), so that the
+// multiply stays an IMAD on the FMA pipe instead of a LEA on the ALU pipe.
+__device__ __forceinline__ uint32_t scale_rows_bf16x2(uint32_t word, int byte, bool mx, uint32_t mul16 = 16u) {
   const uint32_t p = __byte_perm(word, 0u, uint32_t(byte) | 0x40u | uint32_t(byte + 1) << 8 | 0x4000u);
-  const uint32_t mul = mx ? 128u : 16u, add = mx ? 0u : ((236u << 7) | (236u << 23));
+  const uint32_t mul = mx ? mul16 * 8u : mul16, add = mx ? 0u : ((236u << 7) | (236u << 23));
   return p * mul + add;
 }
 
@@ -155,10 +157,10 @@ __device__ __forceinline__ uint32_t decode_table(const WeightMatrix& w) {
 // the folded block scale (exact), each by one half of the rows' scale pair broadcast
 // (ptx::mul_bf16x2_low / _high: operand selectors of the multiply, no extra instruction).
 __device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq, const uint2& ws, int kk, bool mx,
-                                              uint32_t decode_low = kFragDecodeLow) {
+                                              uint32_t decode_low = kFragDecodeLow, uint32_t mul16 = 16u) {
   int word, b;
   frag_scale_select(kk, mx, &word, &b);
-  const uint32_t s = scale_rows_bf16x2(word ? ws.y : ws.x, b, mx);
+  const uint32_t s = scale_rows_bf16x2(word ? ws.y : ws.x, b, mx, mul16);
   const uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
   uint32_t v[4];
   frag_decode_word(q, v, decode_low);

@@ -1074,6 +1074,8 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
   constexpr bool mx = MX;
   constexpr int sb = frag_scale_bytes(MX ? kMxfp4Block : kNvfp4Block);  // MX is w.block == kMxfp4Block (launch_rsws)
   const uint32_t decode_low = sm80::decode_table(w);
+  // rsws4 (kCw = 4): the folded scale's multiplier as IMAD, not LEA (rsws at 128 tokens spilled with it).
+  const uint32_t mul16 = kCw == 4 ? ptx::per_thread(16u, w.zero) : 16u;
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
   const int64_t units = p.tiles * row_tiles;
   const uint32_t full0 = addr(&full_bar[0]), empty0 = addr(&empty_bar[0]);  // stage s's: + 8 s
@@ -1211,7 +1213,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
           for (int mt = 0; mt < kMt; ++mt) {
-            sm80::weight_a_frag(a[kk][mt], wq[mt], ws[mt], kk, mx, decode_low);
+            sm80::weight_a_frag(a[kk][mt], wq[mt], ws[mt], kk, mx, decode_low, mul16);
 #pragma unroll
             for (int j = 0; j < 4; ++j) ptx::reg_fence(a[kk][mt][j]);
           }
