@@ -26,8 +26,8 @@ __device__ __forceinline__ uint32_t e4m3_scale_bf16x2(uint32_t code) {
 // of `word`, as a bf16x2 (row g low, row g+8 high): one byte permute ([code_g, 0, code_g8, 0])
 // and one integer step for both halves (gemm_internal.hpp folded_scale_bf16_bits): NVFP4
 // p * 16 + (236 << 7) per half, MX p * 128.
-// mul16: 16 in a register ptxas cannot see through (from the decode table's), so that the
-// multiply stays an IMAD on the FMA pipe instead of a LEA on the ALU pipe.
+// mul16: 16 in a register ptxas cannot see through (ptx::per_thread, as for the decode
+// table), so that the multiply stays an IMAD on the FMA pipe instead of a LEA on the ALU pipe.
 __device__ __forceinline__ uint32_t scale_rows_bf16x2(uint32_t word, int byte, bool mx, uint32_t mul16 = 16u) {
   const uint32_t p = __byte_perm(word, 0u, uint32_t(byte) | 0x40u | uint32_t(byte + 1) << 8 | 0x4000u);
   const uint32_t mul = mx ? mul16 * 8u : mul16, add = mx ? 0u : ((236u << 7) | (236u << 23));
