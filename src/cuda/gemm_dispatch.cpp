@@ -27,10 +27,7 @@ GemmPath gemm_path() {
 }
 
 bool gemm_log_on() {
-  static const bool on = [] {
-    const char* v = std::getenv("FP4MOE_LOG");
-    return v && v[0] == '1';
-  }();
+  static const bool on = env_switch("FP4MOE_LOG", '1');  // read once: logging is not an A/B switch
   return on;
 }
 
