@@ -254,15 +254,16 @@ inline constexpr float kActivationMidBound = 87.0f;
 // gemm1_activation by a straight-line route, bit for bit the same where the argument of its
 // exp, x = -g (silu) or -(alpha * g) after the clamp (swiglu_oai), has |x| <= 87, and
 // returns true there; elsewhere (|x| > 87, inf, NaN) it returns false, and h means nothing:
-// call gemm1_activation. Why the same bits: for such x, portable_expf's n = rintf(x * log2 e) is the round to nearest even
-// of adding 1.5 * 2^23 (whose bits then hold n in their low bits), its result is a normal
-// number, so that its two-step scale by 2^h * 2^(n - h) is the one exact product p * 2^n,
-// and 1 + exp(x) takes the reciprocal's fast path (rcp_normal_rn). Why: in the GPU epilogues
-// gemm1_activation took ~55 SASS instructions and three divergent branches per value (the
-// range tests, the scale's subnormal case, the division's slow path), which also kept ptxas
-// from interleaving a column's values; this is about 25 and no branch. (The activation as a
-// template argument, which drops the other activation's predicated instructions, measured
-// 0.7-2.6% slower on the H200: notes v22.)
+// call gemm1_activation. Why the same bits: for such x, portable_expf's
+// n = rintf(x * log2 e) is the round to nearest even of adding 1.5 * 2^23 (whose bits then
+// hold n in their low bits), its result is a normal number, so that its two-step scale by
+// 2^h * 2^(n - h) is the one exact product p * 2^n, and 1 + exp(x) takes the reciprocal's
+// fast path (rcp_normal_rn). Why: in the GPU epilogues gemm1_activation took ~55 SASS
+// instructions and three divergent branches per value (the range tests, the scale's
+// subnormal case, the division's slow path), which also kept ptxas from interleaving a
+// column's values; this is about 25 and no branch. (The activation as a template argument,
+// which drops the other activation's predicated instructions, measured 0.7-2.6% slower on
+// the H200: notes v22.)
 FP4MOE_HD bool gemm1_activation_mid(float g, float u, Activation act, float alpha, float limit, float& h) {
   float x;
   if (act == Activation::silu) {
