@@ -92,11 +92,15 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRowTile = kWarps * 2 * kFragRows;  // 128 weight rows
 constexpr int kBlocksPerCta = kRowTile / kFragRows;  // 8 fragment blocks
-constexpr int kPair = 2;                  // k-blocks per CTA barrier
-constexpr int kStages = 2 * kPair;        // those being computed and those being loaded
 
 template <int NT, bool A_FP4>
 struct Tile {
+  // k-blocks per CTA barrier: 4 at 8-token tiles (8 stages, 44 KiB), 2 above, where 8 stages
+  // would pass the 48 KiB of static shared memory. Measured on the H200 (v24 notes): 4 instead
+  // of 2 at 8-token tiles -1.4 to -3.9% (kimi-k2, qwen3-235b, gpt-oss-120b T = 32 / 128); 3
+  // (6 stages, a stage index mod 6) +1 to +2%.
+  static constexpr int kPair = NT == 1 ? 4 : 2;
+  static constexpr int kStages = 2 * kPair;  // those being computed and those being loaded
   static constexpr int kTok = 8 * NT;
   static constexpr int kWBytes = kBlocksPerCta * kFragWords * 4;  // 4 KiB
   static constexpr int kSBytes = kBlocksPerCta * 64;              // room for NVFP4's 64 B per block
@@ -104,7 +108,8 @@ struct Tile {
   static constexpr int kAScaleBytes = A_FP4 ? kTok * 4 : 0;
   static constexpr int kStageBytes = kWBytes + kSBytes + kADataBytes + kAScaleBytes;
   static constexpr int kSmem = kStages * kStageBytes;
-  static_assert(kSmem <= 40 * 1024, "the pipeline must leave room under the 48 KiB of static shared memory");
+  static_assert(kSmem + kTok * 16 + 64 <= 48 * 1024,
+                "the pipeline and the row tables must fit in the 48 KiB of static shared memory");
   static_assert(kStageBytes % 16 == 0 && kADataBytes % 16 == 0, "cp.async destinations must stay 16-byte aligned");
   static_assert(kTok <= kThreads, "one thread per token row fills the row tables");
 };
@@ -219,12 +224,12 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     float acc[2][NT][4];
     sm80::zero_acc<NT>(acc);
 
-    // Two k-blocks per CTA barrier and per cp.async group (ncu, kimi-k2 T = 512: 16% of the
-    // warps' samples were barrier stalls with one per k-block). kStages = 4: after the barrier
-    // of k-blocks kb, kb + 1 every warp is done with kb - 2 and kb - 1, whose stages then take
-    // kb + 2 and kb + 3, loaded while kb and kb + 1 are computed.
+    // kPair k-blocks per CTA barrier and per cp.async group (ncu, kimi-k2 T = 512: 16% of the
+    // warps' samples were barrier stalls with one per k-block). kStages = 2 * kPair: after the
+    // barrier of k-blocks kb .. kb + kPair - 1 every warp is done with the kPair before them,
+    // whose stages then take kb + kPair .., loaded while kb .. are computed.
     auto k_block = [&](int kb) {
-      const uint8_t* st = smem + (kb % kStages) * T::kStageBytes;
+      const uint8_t* st = smem + (kb % T::kStages) * T::kStageBytes;
       const uint8_t* sa = st + T::kWBytes + T::kSBytes;
       uint4 wq[2];
       uint2 ws[2];  // NVFP4: bytes [c 4][half 2]; MX: [c 2][half 2] in .x
@@ -270,19 +275,22 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
         }
       }
     };
+    constexpr int kPair = T::kPair, kStages = T::kStages;
 #pragma unroll
     for (int s = 0; s < kPair; ++s)
       if (s < KB) load_stage(s, s);
     ptx::cp_async_commit_group();
     for (int kb = 0; kb < KB; kb += kPair) {
-      ptx::cp_async_wait_group<0>();  // k-blocks kb, kb + 1 landed (the newest group)
-      __syncthreads();  // their stages visible to all; kb - 2 and kb - 1 consumed by all warps
+      ptx::cp_async_wait_group<0>();  // k-blocks kb .. kb + kPair - 1 landed (the newest group)
+      __syncthreads();  // their stages visible to all; the kPair before them consumed by all warps
 #pragma unroll
       for (int i = 0; i < kPair; ++i)
         if (kb + kPair + i < KB) load_stage((kb + kPair + i) % kStages, kb + kPair + i);
       ptx::cp_async_commit_group();
       k_block(kb);
-      if (kb + 1 < KB) k_block(kb + 1);
+#pragma unroll
+      for (int i = 1; i < kPair; ++i)
+        if (kb + i < KB) k_block(kb + i);
     }
     ptx::cp_async_wait_group<0>();
 
