@@ -131,6 +131,7 @@ struct Params {
 template <int NT, bool A_FP4, bool GEMM1, bool MX>
 __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3 : 4) sm80_grouped_gemm(const Params p) {
   using T = Tile<NT, A_FP4>;
+  constexpr int kPair = T::kPair, kStages = T::kStages;
   constexpr int kTok = T::kTok;
   __shared__ __align__(128) uint8_t smem[T::kSmem];
   __shared__ int s_expert, s_tile;
@@ -229,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     // barrier of k-blocks kb .. kb + kPair - 1 every warp is done with the kPair before them,
     // whose stages then take kb + kPair .., loaded while kb .. are computed.
     auto k_block = [&](int kb) {
-      const uint8_t* st = smem + (kb % T::kStages) * T::kStageBytes;
+      const uint8_t* st = smem + (kb % kStages) * T::kStageBytes;
       const uint8_t* sa = st + T::kWBytes + T::kSBytes;
       uint4 wq[2];
       uint2 ws[2];  // NVFP4: bytes [c 4][half 2]; MX: [c 2][half 2] in .x
@@ -275,7 +276,6 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
         }
       }
     };
-    constexpr int kPair = T::kPair, kStages = T::kStages;
 #pragma unroll
     for (int s = 0; s < kPair; ++s)
       if (s < KB) load_stage(s, s);
