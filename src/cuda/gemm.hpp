@@ -1,6 +1,6 @@
 // The grouped GEMMs of the CUDA backend: the interface between the pipeline
 // (cuda_backend.cpp: route, permute, quantize, combine) and the GEMM kernels
-// (gemm_naive.cu: the simple oracle; gemm_sm80.cu: mma.sync; gemm_sm90.cu: wgmma).
+// (gemm_naive.cu: the simple oracle; gemm_sm80_kernel.cuh: mma.sync; gemm_sm90.cu: wgmma).
 //
 // Row space. Both GEMMs run over a "row space": standard format = the permuted slots
 // (rows of expert e are [begin[e], begin[e] + count[e]), experts one after another);
@@ -136,7 +136,7 @@ struct Gemm2Args {
 // order; stream (gemm_stream.cu): decode shapes streamed warp by warp over the whole K through
 // shared memory; sm90 (gemm_sm90.cu): prefill shapes (>= 16 rows per active expert) on Hopper
 // wgmma, sm_90 devices only, NVFP4 activations (W4A4) staged through bf16 copies in its
-// scratch (nvfp4_staging.cu). Other shapes run `fast` (mma.sync tiles, gemm_sm80.cu). The
+// scratch (nvfp4_staging.cu). Other shapes run `fast` (mma.sync tiles, gemm_sm80_kernel.cuh). The
 // default, sm90, runs the smallest decode shapes on the decode kernels and prefill shapes on wgmma
 // (measured on the H200, bench/results/); splitk and stream measured slower than fast and are
 // kept for comparison only.

@@ -4,7 +4,7 @@
 // FP4MOE_GEMM=decode forces it where it splits).
 //
 // Why: at T = 1 a layer touches a handful of experts, and the fast path's 128-row tiles
-// (gemm_sm80.cu) leave most SMs with ~7 warps: too few to keep the HBM busy (ncu, kimi-k2
+// (gemm_sm80_kernel.cuh) leave most SMs with ~7 warps: too few to keep the HBM busy (ncu, kimi-k2
 // T = 1: 7 of 64 warps per SM, 51% issue slots busy). Here:
 //   - a warp owns 32 weight rows (two m16 fragment rows: for GEMM 1 gate and up of 16 i,
 //     one NVFP4 block of h) of one (expert, 8-token tile) and a contiguous K slice; each lane

@@ -1,8 +1,8 @@
 // gemm_path(), and gemm1 / gemm2: check what the kernels rely on, then route to the
-// naive kernels (gemm_naive.cu), the mma.sync kernels (gemm_sm80.cu), the register-streamed
-// decode kernels (gemm_decode.cu) or the wgmma kernels (gemm_sm90.cu), or on request the
-// split-K (gemm_splitk.cu) or weight-streaming (gemm_stream.cu) kernels for decode shapes; a
-// path that declines runs mma.sync.
+// naive kernels (gemm_naive.cu), the mma.sync kernels (gemm_sm80_kernel.cuh), the
+// register-streamed decode kernels (gemm_decode.cu) or the wgmma kernels (gemm_sm90.cu), or
+// on request the split-K (gemm_splitk.cu) or weight-streaming (gemm_stream.cu) kernels for
+// decode shapes; a path that declines runs mma.sync.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // Internals of the CUDA grouped GEMMs shared by weights_cuda.cu (which builds the
-// layout), gemm_naive.cu, gemm_sm80.cu, gemm_decode.cu, gemm_sm90.cu and the split-K and stream
-// kernels (which read it) and gemm_dispatch.cpp.
+// layout), gemm_naive.cu, gemm_sm80_kernel.cuh, gemm_decode.cu, gemm_sm90.cu and the split-K
+// and stream kernels (which read it) and gemm_dispatch.cpp.
 // Host-includable: the index functions are FP4MOE_HD (host and device).
 //
 // ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // The simple grouped GEMMs: one thread per (row, output), a plain K loop that decodes
 // every weight with format.h through the layout's index functions. Slow and obviously
-// right; kept as the second oracle for gemm_sm80.cu and as the way in for newcomers.
+// right; kept as the second oracle for gemm_sm80_kernel.cuh and as the way in for newcomers.
 //
 // Rows: thread slot p in [0, rows_bound) is the p-th row of all experts taken in expert
 // order; it finds its expert by walking count[] (E_local <= a few hundred). No host sync.

@@ -1,4 +1,4 @@
-// The pieces of the mma.sync main loop that gemm_sm80.cu (the fast path) and
+// The pieces of the mma.sync main loop that gemm_sm80_kernel.cuh (the fast path) and
 // gemm_splitk.cu (the split-K decode path) share, and gemm_sm90.cu and gemm_stream.cu
 // too: the slot scan, the row tables, the bf16 A-tile swizzle, the weight fragment loads
 // and their in-register decode, the epilogues. Swap-AB throughout: weight rows

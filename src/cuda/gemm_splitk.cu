@@ -12,7 +12,7 @@
 // on the H200, 2026-11-29; a known ptxas bug, fixed in later releases). Up to 4 CTAs per SM keep about 96 KiB of
 // weights in flight per SM.
 //
-// The MMA and the in-register dequantization are those of gemm_sm80.cu, shared through
+// The MMA and the in-register dequantization are those of gemm_sm80_kernel.cuh, shared through
 // gemm_sm80_core.cuh (swap-AB, mma.m16n8k16, weights decoded to bf16 exactly with the
 // folded block scale); the
 // fragment layout is gemm_internal.hpp's. Deterministic: each CTA writes its raw fp32

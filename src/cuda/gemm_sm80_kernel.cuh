@@ -1,0 +1,329 @@
+// The fast path's kernel: the grouped GEMMs on mma.sync tensor cores (sm_80 and later;
+// nothing here is sm_90-only).
+//
+// Swap-AB: weight rows fill the MMA's M = 16, tokens its N = 8, so a decode step with 1-8
+// tokens per expert wastes little. A CTA (4 warps) computes 128 weight rows x token_tile
+// tokens of one expert; each warp owns 32 rows (two m16 tiles: for GEMM 1 that is gate and
+// up of 16 consecutive i, one NVFP4 block of h) and all token_tile tokens. The token tile
+// (8, 16, 24 or 32, choose_config) is sized to hold nearly every expert's rows, since an
+// expert with more rows than the tile decodes its weights once per tile; n8 columns without
+// rows skip their MMAs.
+//
+// Per 64-wide k step (one fragment block per m16 tile, see gemm_internal.hpp), a 4-stage
+// cp.async pipeline brings into shared memory: the CTA's 8 fragment blocks (4 KiB), their
+// scales, and the A tile (bf16 [tok][64] with 16-byte chunks XOR-swizzled by row for
+// conflict-free ldmatrix; or NVFP4 data [tok][32 B] + scales [tok][4]). Weights are
+// decoded to bf16 in registers: per 8 values, 9 integer steps and 4 bf16x2 multiplies by
+// the folded block scale (exact); A (bf16) comes from ldmatrix, A (NVFP4) is decoded the
+// same way. fp32 accumulation; the epilogue multiplies once by 2^F * w_dq * a_dq.
+//
+// Work assignment: blockIdx.x = 128-row tile; blockIdx.y walks the (expert, token tile)
+// slots; warp 0 finds a slot's expert by a warp scan over count[] (no host sync) and the
+// CTA exits when the slot is past the real work. No atomics: results are deterministic.
+//
+// The kernel and its launches, included by gemm_sm80.cu (GEMM 1's instantiations) and
+// gemm_sm80_gemm2.cu (GEMM 2's): one file each keeps each compile under a minute on 2 cores.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <type_traits>
+
+#include "cuda/common/check.hpp"
+#include "cuda/common/ptx.cuh"
+#include "cuda/gemm_internal.hpp"
+#include "cuda/gemm_sm80_core.cuh"
+
+namespace fp4moe::cuda::sm80 {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRowTile = kWarps * 2 * kFragRows;  // 128 weight rows
+constexpr int kBlocksPerCta = kRowTile / kFragRows;  // 8 fragment blocks
+
+template <int NT, bool A_FP4>
+struct Tile {
+  // k-blocks per CTA barrier: 4 at 8-token tiles (8 stages, 44 KiB), 2 above, where 8 stages
+  // would pass the 48 KiB of static shared memory. Measured on the H200 (v24 notes): 4 instead
+  // of 2 at 8-token tiles -1.4 to -3.9% (kimi-k2, qwen3-235b, gpt-oss-120b T = 32 / 128); 3
+  // (6 stages, a stage index mod 6) +1 to +2%.
+  static constexpr int kPair = NT == 1 ? 4 : 2;
+  static constexpr int kStages = 2 * kPair;  // those being computed and those being loaded
+  static constexpr int kTok = 8 * NT;
+  static constexpr int kWBytes = kBlocksPerCta * kFragWords * 4;  // 4 KiB
+  static constexpr int kSBytes = kBlocksPerCta * 64;              // room for NVFP4's 64 B per block
+  static constexpr int kADataBytes = A_FP4 ? kTok * 32 : kTok * 128;
+  static constexpr int kAScaleBytes = A_FP4 ? kTok * 4 : 0;
+  static constexpr int kStageBytes = kWBytes + kSBytes + kADataBytes + kAScaleBytes;
+  static constexpr int kSmem = kStages * kStageBytes;
+  static_assert(kSmem + kTok * 16 + 64 <= 48 * 1024,
+                "the pipeline and the row tables must fit in the 48 KiB of static shared memory");
+  static_assert(kStageBytes % 16 == 0 && kADataBytes % 16 == 0, "cp.async destinations must stay 16-byte aligned");
+  static_assert(kTok <= kThreads, "one thread per token row fills the row tables");
+};
+
+struct Params {
+  WeightMatrix w;
+  ExpertRows rows;
+  const uint16_t* a_bf16;
+  const uint8_t* a_fp4;
+  const uint8_t* a_scale;
+  const int32_t* a_gather;
+  float a_mult;  // a_dq, times 2^8 for NVFP4 A (its tiles are decoded as e2m1 * e4m3 * 2^-8)
+  int64_t tiles;
+  sm80::Epilogue epi;
+};
+
+// MX: the weights' scales are MX exponents (w.block == 32), known at compile time so that the
+// scale selection of every k-step folds to constants (ptxas recomputed it per k-block).
+template <int NT, bool A_FP4, bool GEMM1, bool MX>
+__global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3 : 4) sm80_grouped_gemm(const Params p) {
+  using T = Tile<NT, A_FP4>;
+  constexpr int kPair = T::kPair;
+  constexpr int kTok = T::kTok;
+  __shared__ __align__(128) uint8_t smem[T::kSmem];
+  __shared__ int s_expert, s_tile;
+  __shared__ int64_t s_arow[kTok];  // A row of token j, -1 past the expert's rows
+  __shared__ int64_t s_orow[kTok];  // output row of token j, -1 past the expert's rows
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const WeightMatrix& w = p.w;
+  const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
+  const int nb0 = blockIdx.x * kBlocksPerCta;
+  constexpr bool mx = MX;
+  const int sb = frag_scale_bytes(MX ? 32 : 16);
+  const uint32_t decode_low = sm80::decode_table(w);
+  const uint32_t mul16 = ptx::per_thread(16u, w.zero);  // the folded scale's multiplier as IMAD, not LEA
+
+  for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
+    const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,
+                                         &s_expert, &s_tile, s_arow, s_orow);
+    if (e < 0) return;  // past the real work; later slots are too
+    // The n8 columns with rows (a tile's rows fill it from column 0): the others' B loads and
+    // MMAs are skipped (warp-uniform), so a tile larger than most experts' rows costs little.
+    int live = 1;
+#pragma unroll
+    for (int nt = 1; nt < NT; ++nt) live += s_orow[nt * 8] >= 0;
+
+    // ---- the pipeline ----
+    // Each thread's cp.async sources are fixed for the slot up to a per-k-step stride, so
+    // they are computed here once (the k loop then spends its instructions on the math):
+    // weights kWChunks 16-byte chunks of one fragment block w_blk, kWStep bytes apart (+ kb *
+    // 512 B: one pointer, the chunks at constant offsets; with a pointer per chunk in different
+    // blocks the k loop had ~6% more instructions at 8 and 16 tokens, ~2.5% at 32), the scales
+    // of one 16-byte block part for the first kBlocksPerCta * sb / 16 threads (+ kb * sb), and
+    // up to kAChunks chunks of the A tile (+ kb * 64 k).
+    constexpr int kWChunks = kBlocksPerCta * 32 / kThreads;
+    constexpr int kWThreadsPerBlock = kThreads / kBlocksPerCta, kWStep = kWThreadsPerBlock * 16;
+    static_assert(kWThreadsPerBlock * kWChunks == 32, "a block's 32 chunks over its threads");
+    constexpr int kAChunksAll = A_FP4 ? kTok * 4 : kTok * 8;
+    constexpr int kAChunks = (kAChunksAll + kThreads - 1) / kThreads;
+    const int w_blk = threadIdx.x / kWThreadsPerBlock;
+    const int w_dst = w_blk * (kFragWords * 4) + (threadIdx.x % kWThreadsPerBlock) * 16;
+    const bool w_on = nb0 + w_blk < NB;  // fragment rows past N: not loaded (their outputs are not written)
+    const uint8_t* w_src = reinterpret_cast<const uint8_t*>(w.q) +
+                           (int64_t(e) * NB + nb0 + (w_on ? w_blk : 0)) * KB * (kFragWords * 4) +
+                           w_dst % (kFragWords * 4);
+    const int s_part = sb / 16;
+    const bool s_on = threadIdx.x < kBlocksPerCta * s_part && nb0 + int(threadIdx.x) / s_part < NB;
+    const uint8_t* s_src =
+        w.scale + ((int64_t(e) * NB + nb0 + threadIdx.x / s_part) * KB) * sb + (threadIdx.x % s_part) * 16;
+    const int s_dst = T::kWBytes + (threadIdx.x / s_part) * 64 + (threadIdx.x % s_part) * 16;
+    const uint8_t* a_src[kAChunks];  // the token row's first chunk, or nullptr past the expert's rows
+    int a_dst[kAChunks], a_k[kAChunks];
+#pragma unroll
+    for (int i = 0; i < kAChunks; ++i) {
+      const int c = threadIdx.x + i * kThreads;
+      const int j = A_FP4 ? c / 4 : c / 8, ch = A_FP4 ? c % 4 : c % 8;
+      const int64_t row = c < kAChunksAll ? s_arow[j] : -1;
+      a_k[i] = A_FP4 ? ch * 16 : ch * 8;
+      a_dst[i] = A_FP4 ? j * 32 + ch * 8 : j * 128 + sm80::a_bf16_swizzle(j, ch);
+      a_src[i] = row < 0 ? nullptr
+                 : A_FP4 ? p.a_fp4 + row * (K / 2) + a_k[i] / 2
+                         : reinterpret_cast<const uint8_t*>(p.a_bf16 + row * K + a_k[i]);
+    }
+
+    // The sources of the group being loaded: k-block kb0 of the group at w_at / s_at / a_at, its
+    // k-block kb0 + o at constant offsets o * stride from them; advanced by a group after each.
+    constexpr int kWBlockBytes = kFragWords * 4, kABlockBytes = A_FP4 ? kFragK / 2 : kFragK * 2;
+    const uint8_t* w_at = w_src;
+    const uint8_t* s_at = s_src;
+    const uint8_t* a_at[kAChunks];  // past the expert's rows: A's base, never read (a_ok false)
+    bool a_ok[kAChunks];
+    const uint8_t* a_base = A_FP4 ? p.a_fp4 : reinterpret_cast<const uint8_t*>(p.a_bf16);
+#pragma unroll
+    for (int i = 0; i < kAChunks; ++i) {
+      a_ok[i] = a_src[i] != nullptr;
+      a_at[i] = a_ok[i] ? a_src[i] : a_base;
+    }
+    auto advance = [&](int n) {
+      w_at += n * kWBlockBytes;
+      s_at += n * sb;
+#pragma unroll
+      for (int i = 0; i < kAChunks; ++i) a_at[i] += n * kABlockBytes;
+    };
+    // k-block kb (offset o from the sources) into stage `stage` (a constant once unrolled).
+    auto load_stage = [&](int stage, int kb, int o) {
+      uint8_t* st = smem + stage * T::kStageBytes;
+      if (w_on) {
+        const uint8_t* src = w_at + o * kWBlockBytes;
+#pragma unroll
+        for (int i = 0; i < kWChunks; ++i) ptx::cp_async_16(st + w_dst + i * kWStep, src + i * kWStep, true);
+      }
+      if (s_on) ptx::cp_async_16(st + s_dst, s_at + o * sb, true);
+      uint8_t* sa = st + T::kWBytes + T::kSBytes;
+#pragma unroll
+      for (int i = 0; i < kAChunks; ++i) {
+        if (kAChunksAll % kThreads != 0 && threadIdx.x + i * kThreads >= kAChunksAll) break;
+        const bool valid = a_ok[i] && kb * kFragK + a_k[i] < K;
+        if constexpr (!A_FP4) {
+          ptx::cp_async_16(sa + a_dst[i], valid ? a_at[i] + o * kABlockBytes : a_base, valid);
+        } else {
+          ptx::cp_async_8(sa + a_dst[i], valid ? a_at[i] + o * kABlockBytes : a_base, valid);
+          // scale rows (K/16 bytes) need not be 4-byte aligned: plain loads, seen after the barrier
+          const int j = (threadIdx.x + i * kThreads) / 4, ch = (threadIdx.x + i * kThreads) % 4;
+          sa[T::kADataBytes + j * 4 + ch] =
+              valid ? p.a_scale[s_arow[j] * (K / 16) + (kb * kFragK + a_k[i]) / 16] : uint8_t(0);
+        }
+      }
+    };
+
+    float acc[2][NT][4];
+    sm80::zero_acc<NT>(acc);
+
+    // kPair k-blocks per CTA barrier and per cp.async group (ncu, kimi-k2 T = 512: 16% of the
+    // warps' samples were barrier stalls with one per k-block). kStages = 2 * kPair: after the
+    // barrier of k-blocks kb .. kb + kPair - 1 every warp is done with the kPair before them,
+    // whose stages then take kb + kPair .., loaded while kb .. are computed.
+    auto k_block = [&](int stage) {  // the k-block in stage `stage` (a constant once unrolled)
+      const uint8_t* st = smem + stage * T::kStageBytes;
+      const uint8_t* sa = st + T::kWBytes + T::kSBytes;
+      uint4 wq[2];
+      uint2 ws[2];  // NVFP4: bytes [c 4][half 2]; MX: [c 2][half 2] in .x
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        const int b = 2 * warp + mt;
+        sm80::load_weight_frag(st + b * (kFragWords * 4), st + T::kWBytes + b * 64, lane, g, sb, mx, wq[mt], ws[mt]);
+      }
+#pragma unroll
+      for (int kp = 0; kp < 2; ++kp) {  // k-steps 2kp, 2kp+1
+        uint32_t bfrag[NT][4];          // b0, b1 of k-step 2kp, then of 2kp+1
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          if (nt >= live) break;
+          if constexpr (!A_FP4) {
+            const int j = nt * 8 + (lane % 8), ch = kp * 4 + lane / 8;
+            ptx::ldmatrix_x4(bfrag[nt], sa + j * 128 + sm80::a_bf16_swizzle(j, ch));
+          } else {
+            const int j = nt * 8 + g;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int kk = 2 * kp + h;
+              const uint32_t sc = sm80::e4m3_scale_bf16x2(sa[T::kADataBytes + j * 4 + kk]);
+#pragma unroll
+              for (int half = 0; half < 2; ++half) {
+                const uint32_t x = sa[j * 32 + kk * 8 + half * 4 + t];
+                bfrag[nt][2 * h + half] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2((x << 12) | (x << 24)), sc);
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int kk = 2 * kp + h;
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            uint32_t a[4];
+            sm80::weight_a_frag(a, wq[mt], ws[mt], kk, mx, decode_low, mul16);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+              if (nt < live) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, bfrag[nt][2 * h], bfrag[nt][2 * h + 1]);
+          }
+        }
+      }
+    };
+#pragma unroll
+    for (int s = 0; s < kPair; ++s)
+      if (s < KB) load_stage(s, s, s);
+    ptx::cp_async_commit_group();
+    advance(kPair);
+    // The group of k-blocks kb .. kb + kPair - 1 in stages [h * kPair, + kPair): two groups per
+    // iteration, so that every stage index is a constant (smem offsets as immediates): 10-20%
+    // fewer instructions per k-block; on the H200 (v25 notes) qwen3-235b T = 128 -7.9%, kimi-k2
+    // T = 512 -5.8%, gpt-oss-120b T = 32 / 128 -2.4 / -3.5%. More CTAs per SM by
+    // __launch_bounds__ (fewer registers) lost those gains.
+    auto group = [&](auto h, int kb) {
+      ptx::cp_async_wait_group<0>();  // k-blocks kb .. kb + kPair - 1 landed (the newest group)
+      __syncthreads();  // their stages visible to all; the kPair before them consumed by all warps
+#pragma unroll
+      for (int i = 0; i < kPair; ++i)
+        if (kb + kPair + i < KB) load_stage((1 - h.value) * kPair + i, kb + kPair + i, i);
+      ptx::cp_async_commit_group();
+      advance(kPair);
+      k_block(h.value * kPair);
+#pragma unroll
+      for (int i = 1; i < kPair; ++i)
+        if (kb + i < KB) k_block(h.value * kPair + i);
+    };
+    for (int kb = 0; kb < KB; kb += 2 * kPair) {
+      group(std::integral_constant<int, 0>{}, kb);
+      if (kb + kPair < KB) group(std::integral_constant<int, 1>{}, kb + kPair);
+    }
+    ptx::cp_async_wait_group<0>();
+
+    // ---- epilogue: acc[mt][nt] rows g (c0, c1) and g+8 (c2, c3), tokens nt*8 + 2t + {0, 1} ----
+    const int nbw = nb0 + 2 * warp;  // the warp's first fragment row (even)
+    if (nbw < NB) {                   // NB is even for GEMM 1, so both m16 tiles are real
+      const float mult = w.epi[e] * p.a_mult;
+      auto out_row = [&](int nt, int c) { return s_orow[nt * 8 + 2 * t + c]; };
+      if constexpr (GEMM1) sm80::epilogue_gemm1<NT>(p.epi, w, e, nbw, g, mult, acc, out_row);
+      else sm80::epilogue_gemm2<NT>(p.epi, w, e, nbw, g, mult, acc, out_row);
+    }
+    __syncthreads();  // the row tables and stages are reused by the next slot
+  }
+}
+
+// The listed instantiations: token tile {8, 16, 24, 32} x A {bf16, NVFP4} x {GEMM 1, GEMM 2} x
+// weight scales {NVFP4, MX}.
+template <bool A_FP4, bool GEMM1, bool MX>
+void launch(const Gemm80Config& c, const Params& p, cudaStream_t stream) {
+  const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y));
+  switch (c.token_tile) {
+    case 8: sm80_grouped_gemm<1, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
+    case 16: sm80_grouped_gemm<2, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
+    case 24: sm80_grouped_gemm<3, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
+    default: sm80_grouped_gemm<4, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
+  }
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+template <bool A_FP4, bool GEMM1>
+void launch(const Gemm80Config& c, const Params& p, cudaStream_t stream) {
+  if (p.w.block == 32) launch<A_FP4, GEMM1, true>(c, p, stream);
+  else launch<A_FP4, GEMM1, false>(c, p, stream);
+}
+
+// FP4MOE_LOG=1: each config once per shape.
+inline void log_choice(const char* which, const Gemm80Problem& pb, const Gemm80Config& c) {
+  if (!gemm_log_on()) return;
+  char line[512];
+  std::snprintf(line, sizeof line, "%s sm80 rows_bound=%lld E=%lld N=%d K=%d -> token_tile %d, grid %lldx%lld (%s)",
+                which, (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, c.token_tile,
+                (long long)c.grid_x, (long long)c.grid_y, c.why.c_str());
+  gemm_log(line);
+}
+
+inline Params base_params(const WeightMatrix& w, const ExpertRows& rows, const uint16_t* a_bf16, const uint8_t* a_fp4,
+                          const uint8_t* a_scale, float a_dq, int64_t tiles) {
+  Params p{};
+  p.w = w;
+  p.rows = rows;
+  p.a_bf16 = a_bf16;
+  p.a_fp4 = a_fp4;
+  p.a_scale = a_scale;
+  p.a_mult = a_fp4 ? a_dq * exp2i(kNvfp4Fold) : a_dq;
+  p.tiles = tiles;
+  return p;
+}
+
+}  // namespace fp4moe::cuda::sm80
