@@ -9,7 +9,7 @@ unxz() { python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys
 unxz .carry/z27/fp4moe.xz .carry/bin/base; unxz .carry/z31/c8.xz .carry/bin/c8; unxz .carry/z31/c16.xz .carry/bin/c16
 ok() { [ $(( $(date +%s) - start )) -lt $1 ]; }
 run() {  # variant round
-  for m in kimi-k2:4096,16384 qwen3-235b:2048,8192,16384 qwen3-30b:8192,16384; do
+  for m in kimi-k2:32,512,4096,16384 qwen3-235b:128,2048,8192,16384 qwen3-30b:8192,16384; do
     ok 540 || { echo "skip $*"; return; }
     timeout 90 .carry/bin/$1 bench --model ${m%%:*} --tokens ${m#*:} --iters 40 --no-check --no-baseline --no-ceilings \
       > $OUT/ab/$1-${m%%:*}-r$2.txt 2>&1
