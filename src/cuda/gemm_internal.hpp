@@ -57,6 +57,9 @@
 
 #include "cuda/gemm.hpp"
 #include "fp4moe/format.h"
+#if defined(__CUDACC__)
+#include "cuda/common/ptx.cuh"
+#endif
 
 namespace fp4moe::cuda {
 
@@ -287,6 +290,17 @@ FP4MOE_HD bool gemm1_activation_mid(float g, float u, Activation act, float alph
   return mid;
 }
 
+#if defined(__CUDACC__)
+// bf16_from_f32(lo) | bf16_from_f32(hi) << 16, bit for bit (all 2^32 fp32 patterns on the GPU:
+// bf16_rn_sweep): the hardware's round to nearest even, one instruction for both values
+// (ptx::cvt_bf16x2_rn), and format.h's quiet NaN with its payload where either value is NaN.
+__device__ __forceinline__ uint32_t bf16x2_from_f32(float lo, float hi) {
+  uint32_t d = ptx::cvt_bf16x2_rn(lo, hi);
+  if (lo != lo || hi != hi) d = uint32_t(bf16_from_f32(lo)) | uint32_t(bf16_from_f32(hi)) << 16;
+  return d;
+}
+#endif
+
 // The device weights: the only DeviceWeights implementation.
 class CudaWeights final : public DeviceWeights {
  public:
@@ -327,6 +341,9 @@ void naive_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 // them whose h has other bits than gemm1_activation's (NaN equals NaN). Synchronous (the
 // tests' check of the epilogues' route; gemm_naive.cu).
 void activation_mid_sweep(Activation act, float alpha, float limit, uint64_t counts[2]);
+// Every fp32 bit pattern as lo (hi: another pattern made from it) through bf16x2_from_f32 on the
+// current device: the number of pairs whose bits differ from bf16_from_f32's. Synchronous.
+uint64_t bf16_rn_sweep();
 void sm80_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 void sm80_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 // splitk: run the split-K kernels and return true, or return false (not a decode shape, or

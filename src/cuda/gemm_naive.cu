@@ -126,6 +126,21 @@ __global__ void activation_mid_sweep_kernel(Activation act, float alpha, float l
   }
 }
 
+// bf16_rn_sweep: every fp32 bit pattern as lo once, grid-stride; hi from lo's bits (any
+// pattern), so that NaN and finite values meet in one conversion both ways round.
+__global__ void bf16_rn_sweep_kernel(unsigned long long* differ_out) {
+  unsigned long long differ = 0;
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t(1) << 32); i += stride) {
+    const uint32_t lo = uint32_t(i), hi = uint32_t(i) * 2654435761u ^ 0x5A5A0000u;
+    const uint32_t d = bf16x2_from_f32(bits_f32(lo), bits_f32(hi));
+    const uint32_t want = uint32_t(bf16_from_f32(bits_f32(lo))) | uint32_t(bf16_from_f32(bits_f32(hi))) << 16;
+    differ += d != want;
+  }
+  for (int o = 16; o > 0; o /= 2) differ += __shfl_xor_sync(0xFFFFFFFFu, differ, o);
+  if (threadIdx.x % 32 == 0) atomicAdd(differ_out, differ);
+}
+
 unsigned grid_for(int64_t total) {
   const int64_t blocks = (total + kThreads - 1) / kThreads;
   return unsigned(blocks < (1 << 20) ? blocks : (1 << 20));
@@ -163,6 +178,22 @@ void activation_mid_sweep(Activation act, float alpha, float limit, uint64_t cou
   }();
   cudaFree(d);
   FP4MOE_CUDA_CHECK(run);
+}
+
+uint64_t bf16_rn_sweep() {
+  unsigned long long* d = nullptr;
+  FP4MOE_CUDA_CHECK(cudaMalloc(&d, sizeof(unsigned long long)));
+  unsigned long long differ = 0;
+  const cudaError_t run = [&] {
+    cudaError_t err = cudaMemset(d, 0, sizeof(unsigned long long));
+    if (err != cudaSuccess) return err;
+    bf16_rn_sweep_kernel<<<4096, 256>>>(d);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    return cudaMemcpy(&differ, d, sizeof differ, cudaMemcpyDeviceToHost);
+  }();
+  cudaFree(d);
+  FP4MOE_CUDA_CHECK(run);
+  return differ;
 }
 
 }  // namespace fp4moe::cuda

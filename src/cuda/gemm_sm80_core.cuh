@@ -246,17 +246,37 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
         for (int c = 0; c < 2; ++c) hv[mt][c] = gemm1_activation(gv[mt][c], uv[mt][c], p.act, p.alpha, p.limit);
     }
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      if (mt >= tiles) {  // not the warp's: 0, as the requantization's amax expects
-        hv[mt][0] = hv[mt][1] = 0.0f;
-        continue;
-      }
-      const int i = (nbw + mt) * 8 + g;
+    for (int mt = 0; mt < MT; ++mt)
+      if (mt >= tiles) hv[mt][0] = hv[mt][1] = 0.0f;  // not the warp's: 0, as the requantization's amax expects
+    // h rounded to bf16, two values per conversion: hb[mt][c]. Then per token one row lookup
+    // and one row pointer, its MT values at constant offsets (i = (nbw + mt) * 8 + g). (Per value, the lookup, a 64-bit address, a branch and two roundings by
+    // bits took ~25 SASS instructions: ncu had GEMM 1's epilogue at ~73 per value, v26.)
+    uint16_t hb[MT][2];
+    if constexpr (MT == 2) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        hv[mt][c] = round_bf16(hv[mt][c]);
+        const uint32_t d = bf16x2_from_f32(hv[0][c], hv[1][c]);
+        hb[0][c] = uint16_t(d);
+        hb[1][c] = uint16_t(d >> 16);
+      }
+    } else {
+      const uint32_t d = bf16x2_from_f32(hv[0][0], hv[0][1]);
+      hb[0][0] = uint16_t(d);
+      hb[0][1] = uint16_t(d >> 16);
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) hv[mt][c] = bf16_to_f32(hb[mt][c]);
+    if (p.h_bf16) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
         const int64_t r = out_row(nt, c);
-        if (p.h_bf16 && r >= 0) p.h_bf16[r * I + i] = bf16_from_f32(hv[mt][c]);
+        if (r < 0) continue;
+        uint16_t* const hr = p.h_bf16 + r * I + nbw * 8 + g;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          if (mt < tiles) hr[mt * 8] = hb[mt][c];
       }
     }
     if constexpr (MT == 2) {
@@ -287,9 +307,12 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
   };
   // kChunk columns per iteration, then the rest shift down by kChunk (register moves: no
   // dynamic indexing of registers). One column per iteration spent a third of the epilogue's
-  // instructions on the moves (H200 ncu, 2026-11-30). Up to 8 columns: one iteration, all
-  // columns unrolled; 10 and 14 (rsws's wide widths): two per iteration.
-  constexpr int kChunk = NT <= 8 ? NT : NT % 4 == 0 ? 4 : 2;
+  // instructions on the moves (H200 ncu, 2026-11-30). Up to 8 columns, and 16 (128-token
+  // tiles): one iteration, every column unrolled, the most independent chains (the epilogue is
+  // latency-bound: at T = 16384 kimi-k2 / qwen3-235b / qwen3-30b -2.9 / -4.6 / -6.5% against 4
+  // columns, where 8 gave -1.1 / -1.4 / -3.0%; notes v27 §1); 12: three of 4; 10 and 14
+  // (rsws's wide widths): two per iteration.
+  constexpr int kChunk = NT <= 8 || NT == 16 ? NT : NT % 8 == 0 ? 8 : NT % 4 == 0 ? 4 : 2;
   static_assert(NT % kChunk == 0, "whole chunks of columns");
   float rest[MT][NT][4];  // column 0 is the next one to write
 #pragma unroll

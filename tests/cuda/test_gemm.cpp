@@ -2027,6 +2027,14 @@ TEST(CudaGemmActivation, MidRouteMatchesEveryInputOnTheGpu) {
   }
 }
 
+// The epilogues' bf16 rounding (bf16x2_from_f32: the hardware's conversion, format.h's NaN) on
+// the GPU for every one of the 2^32 fp32 patterns, each paired with another: the same bits as
+// bf16_from_f32, the format's one rounding (ties to even, subnormals kept, overflow to inf).
+TEST(CudaGemmActivation, Bf16RoundingMatchesTheFormatOnEveryInput) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  EXPECT_EQ(bf16_rn_sweep(), 0u) << "value pairs whose bf16 bits differ from bf16_from_f32's";
+}
+
 // The prepared layout as a whole, on the host: for every (expert, row, k) of random NVFP4
 // (scales negative, zero and subnormal included) and MXFP4 matrices, the stored code and
 // folded scale at frag_nibble / frag_scale, times 2^F from epi, give back exactly the
