@@ -305,39 +305,21 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
       }
     }
   };
-  // kChunk columns per iteration, then the rest shift down by kChunk (register moves: no
-  // dynamic indexing of registers). One column per iteration spent a third of the epilogue's
-  // instructions on the moves (H200 ncu, 2026-11-30). Up to 8 columns, and 16 (128-token
-  // tiles): one iteration, every column unrolled, the most independent chains (the epilogue is
-  // latency-bound: at T = 16384 kimi-k2 / qwen3-235b / qwen3-30b -2.9 / -4.6 / -6.5% against 4
-  // columns, where 8 gave -1.1 / -1.4 / -3.0%; notes v27 §1); 12: three of 4; 10 and 14
-  // (rsws's wide widths): two per iteration.
-  constexpr int kChunk = NT <= 8 || NT == 16 ? NT : NT % 8 == 0 ? 8 : NT % 4 == 0 ? 4 : 2;
-  static_assert(NT % kChunk == 0, "whole chunks of columns");
-  float rest[MT][NT][4];  // column 0 is the next one to write
+  // Every column unrolled: the most independent chains, for an epilogue that is latency-bound.
+  // (Columns in chunks, the rest shifted down by register moves, spent a third of the
+  // epilogue's instructions on the moves at one column per chunk (H200 ncu, 2026-11-30); against
+  // 4-column chunks, all 16 of a 128-token tile gained 2.9 / 4.6 / 6.5% at kimi-k2 / qwen3-235b /
+  // qwen3-30b T = 16384, and the wide widths 10-14 unrolled too another 2.6 / 0.9% at kimi-k2
+  // T = 4096 / 16384: notes v27 §1.)
+  static_assert(NT <= 16, "at most 128-token tiles");
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) rest[mt][nt][j] = acc[mt][nt][j];
-#pragma unroll 1
-  for (int nt = 0; nt < NT; nt += kChunk) {
-#pragma unroll
-    for (int q = 0; q < kChunk; ++q) {
-      float a[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) a[mt][j] = rest[mt][q][j];
-      column(nt + q, a);
-    }
+  for (int nt = 0; nt < NT; ++nt) {
+    float a[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int k = 0; k + kChunk < NT; ++k)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) rest[mt][k][j] = rest[mt][k + kChunk][j];
+      for (int j = 0; j < 4; ++j) a[mt][j] = acc[mt][nt][j];
+    column(nt, a);
   }
 }
 
