@@ -249,8 +249,9 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
     for (int mt = 0; mt < MT; ++mt)
       if (mt >= tiles) hv[mt][0] = hv[mt][1] = 0.0f;  // not the warp's: 0, as the requantization's amax expects
     // h rounded to bf16, two values per conversion: hb[mt][c]. Then per token one row lookup
-    // and one row pointer, its MT values at constant offsets (i = (nbw + mt) * 8 + g). (Per value, the lookup, a 64-bit address, a branch and two roundings by
-    // bits took ~25 SASS instructions: ncu had GEMM 1's epilogue at ~73 per value, v26.)
+    // and one row pointer, its MT values at constant offsets (i = (nbw + mt) * 8 + g). (Per
+    // value, the lookup, a 64-bit address, a branch and two roundings by bits took ~25 SASS
+    // instructions: ncu had GEMM 1's epilogue at ~73 per value, v26.)
     uint16_t hb[MT][2];
     if constexpr (MT == 2) {
 #pragma unroll
