@@ -265,10 +265,6 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
       hb[0][0] = uint16_t(d);
       hb[0][1] = uint16_t(d >> 16);
     }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) hv[mt][c] = bf16_to_f32(hb[mt][c]);
     if (p.h_bf16) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
@@ -282,6 +278,11 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
     }
     if constexpr (MT == 2) {
       if (p.h_fp4 || p.h_values) {
+        // The requantization reads h as stored in bf16.
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) hv[mt][c] = bf16_to_f32(hb[mt][c]);
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           float amax = fmaxf(fabsf(hv[0][c]), fabsf(hv[1][c]));
