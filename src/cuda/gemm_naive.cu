@@ -162,37 +162,37 @@ void naive_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream) 
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 
-void activation_mid_sweep(Activation act, float alpha, float limit, uint64_t counts[2]) {
+namespace {
+
+// The sweeps' host side: n device counters zeroed, launch(counters) on the default stream,
+// the counters copied into out. Synchronous; the counters are freed on every path.
+template <class Launch>
+void sweep_counts(int n, unsigned long long* out, Launch launch) {
   unsigned long long* d = nullptr;
-  FP4MOE_CUDA_CHECK(cudaMalloc(&d, 2 * sizeof(unsigned long long)));
+  FP4MOE_CUDA_CHECK(cudaMalloc(&d, n * sizeof *d));
   const cudaError_t run = [&] {
-    cudaError_t err = cudaMemset(d, 0, 2 * sizeof(unsigned long long));
+    cudaError_t err = cudaMemset(d, 0, n * sizeof *d);
     if (err != cudaSuccess) return err;
-    activation_mid_sweep_kernel<<<4096, 256>>>(act, alpha, limit, d);
+    launch(d);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    unsigned long long h[2] = {};
-    if ((err = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost)) != cudaSuccess) return err;
-    counts[0] = h[0];
-    counts[1] = h[1];
-    return cudaSuccess;
+    return cudaMemcpy(out, d, n * sizeof *d, cudaMemcpyDeviceToHost);
   }();
   cudaFree(d);
   FP4MOE_CUDA_CHECK(run);
 }
 
+}  // namespace
+
+void activation_mid_sweep(Activation act, float alpha, float limit, uint64_t counts[2]) {
+  unsigned long long h[2] = {};
+  sweep_counts(2, h, [&](unsigned long long* d) { activation_mid_sweep_kernel<<<4096, 256>>>(act, alpha, limit, d); });
+  counts[0] = h[0];
+  counts[1] = h[1];
+}
+
 uint64_t bf16_rn_sweep() {
-  unsigned long long* d = nullptr;
-  FP4MOE_CUDA_CHECK(cudaMalloc(&d, sizeof(unsigned long long)));
   unsigned long long differ = 0;
-  const cudaError_t run = [&] {
-    cudaError_t err = cudaMemset(d, 0, sizeof(unsigned long long));
-    if (err != cudaSuccess) return err;
-    bf16_rn_sweep_kernel<<<4096, 256>>>(d);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    return cudaMemcpy(&differ, d, sizeof differ, cudaMemcpyDeviceToHost);
-  }();
-  cudaFree(d);
-  FP4MOE_CUDA_CHECK(run);
+  sweep_counts(1, &differ, [](unsigned long long* d) { bf16_rn_sweep_kernel<<<4096, 256>>>(d); });
   return differ;
 }
 
