@@ -205,13 +205,20 @@ inline Epilogue gemm1_epilogue(const LayerDesc& d, const Gemm1Args& a) {
 // requantized here (shuffles: all lanes must call this). With MT = 1 (the one-tile wgmma
 // kernel, whose callers pass no NVFP4 h) there is no requantization.
 //
-// Each 8-token column nt is done by one body. For NT > 8 (the wgmma kernels' 128-token
-// tiles, at width 80-128) four (or two) bodies run in a loop that is not unrolled, fed by shifting the accumulator
-// columns down four per iteration (register moves): unrolled, the exact activation (portable
-// exp and an IEEE division per element) made GEMM 1's kernels 11,000+ SASS instructions of
-// straight-line code, fetched once per tile (ncu: no_instruction stalls). On the H200 the
-// loop made kimi-k2 T = 16384 9% faster and qwen3-235b T = 2048-16384 9-21%; at NT = 8
-// (64-token tiles) it measured 0.4-1.5% slower, so those stay unrolled.
+// The 8-token columns go in groups of kEpiGroup, every column unrolled. A group runs as three
+// straight-line phases, each of the first two followed by one branch that is almost never
+// taken: every value by the straight-line route (gemm1_activation_mid), then, when any lies
+// outside the route's range, gemm1_activation for all of them; every bf16 pair by one
+// conversion, then, when any value is NaN, format.h's rounding by bits for all of them; then
+// the stores (and the requantization). Why: the epilogue is latency-bound (v26: ~0.67
+// instructions per cycle and scheduler, with the tensor pipe idle), and with those two
+// branches in every column ptxas scheduled each column's 4 values as a block of their own.
+// On the H200 (notes v28) groups of 8 made kimi-k2 T = 16384 0.4-1.0% faster and qwen3-235b
+// 0.4-0.5% against one column at a time, and left the fast path as it was; groups of 4 were
+// about as fast, groups of 16 slower (the 128-token GEMM 1 spilled).
+template <int NT>
+inline constexpr int kEpiGroup = NT < 8 ? NT : 8;
+
 template <int NT, class OutRow, int MT>
 __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMatrix& w, int e, int nbw, int g,
                                                float mult, const float (&acc)[MT][NT][4], OutRow out_row,
@@ -224,104 +231,114 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
     bg[mt] = w.bias && mt < tiles ? w.bias[int64_t(e) * w.N + i] : 0.0f;
     bu[mt] = w.bias && mt < tiles ? w.bias[int64_t(e) * w.N + I + i] : 0.0f;
   }
-  // Token column nt, its accumulators a[mt][0..3] = acc[mt][nt][0..3].
-  auto column = [&](int nt, const float (&a)[MT][4]) {
-    // The column's 2 MT values by the straight-line route first (gemm1_activation_mid), then,
-    // behind one branch, gemm1_activation for those outside its range (none in practice).
-    // (Where the route applies the two agree bit for bit, so the branch redoes all of them.)
-    float gv[MT][2], uv[MT][2], hv[MT][2];
+  constexpr int kG = kEpiGroup<NT>;
+  // The pair of values that bf16 pair c of column q holds: m-tiles 0 and 1 of token c (MT = 2),
+  // or tokens 0 and 1 (MT = 1).
+  constexpr int kPairs = MT == 2 ? 2 : 1;
+#pragma unroll
+  for (int n0 = 0; n0 < NT; n0 += kG) {
+    // The group's values: hv[q][mt][c] for column n0 + q, m-tile mt, token c.
+    float hv[kG][MT][2];
     bool rare = false;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        gv[mt][c] = a[mt][c] * mult + bg[mt];
-        uv[mt][c] = a[mt][2 + c] * mult + bu[mt];
-        rare |= !gemm1_activation_mid(gv[mt][c], uv[mt][c], p.act, p.alpha, p.limit, hv[mt][c]);
-      }
-    if (rare) {
+    for (int q = 0; q < kG && n0 + q < NT; ++q)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) hv[mt][c] = gemm1_activation(gv[mt][c], uv[mt][c], p.act, p.alpha, p.limit);
-    }
+        for (int c = 0; c < 2; ++c) {
+          const float gv = acc[mt][n0 + q][c] * mult + bg[mt];
+          const float uv = acc[mt][n0 + q][2 + c] * mult + bu[mt];
+          rare |= !gemm1_activation_mid(gv, uv, p.act, p.alpha, p.limit, hv[q][mt][c]);
+        }
+    if (rare) {  // (where the route applies the two agree bit for bit, so this redoes all of them)
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-      if (mt >= tiles) hv[mt][0] = hv[mt][1] = 0.0f;  // not the warp's: 0, as the requantization's amax expects
-    // h rounded to bf16, two values per conversion: hb[mt][c]. Then per token one row lookup
-    // and one row pointer, its MT values at constant offsets (i = (nbw + mt) * 8 + g). (Per
-    // value, the lookup, a 64-bit address, a branch and two roundings by bits took ~25 SASS
-    // instructions: ncu had GEMM 1's epilogue at ~73 per value, v26.)
-    uint16_t hb[MT][2];
-    if constexpr (MT == 2) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const uint32_t d = bf16x2_from_f32(hv[0][c], hv[1][c]);
-        hb[0][c] = uint16_t(d);
-        hb[1][c] = uint16_t(d >> 16);
-      }
-    } else {
-      const uint32_t d = bf16x2_from_f32(hv[0][0], hv[0][1]);
-      hb[0][0] = uint16_t(d);
-      hb[0][1] = uint16_t(d >> 16);
-    }
-    if (p.h_bf16) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int64_t r = out_row(nt, c);
-        if (r < 0) continue;
-        uint16_t* const hr = p.h_bf16 + r * I + nbw * 8 + g;
+      for (int q = 0; q < kG && n0 + q < NT; ++q)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          if (mt < tiles) hr[mt * 8] = hb[mt][c];
-      }
+#pragma unroll
+          for (int c = 0; c < 2; ++c)
+            hv[q][mt][c] = gemm1_activation(acc[mt][n0 + q][c] * mult + bg[mt],
+                                            acc[mt][n0 + q][2 + c] * mult + bu[mt], p.act, p.alpha, p.limit);
     }
-    if constexpr (MT == 2) {
-      if (p.h_fp4 || p.h_values) {
-        // The requantization reads h as stored in bf16.
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
+    for (int q = 0; q < kG && n0 + q < NT; ++q)
 #pragma unroll
-          for (int c = 0; c < 2; ++c) hv[mt][c] = bf16_to_f32(hb[mt][c]);
+      for (int mt = 0; mt < MT; ++mt)
+        if (mt >= tiles) hv[q][mt][0] = hv[q][mt][1] = 0.0f;  // not the warp's: 0, as the requantization's amax expects
+    auto lo = [&](int q, int c) { return MT == 2 ? hv[q][0][c] : hv[q][0][0]; };
+    auto hi = [&](int q, int c) { return MT == 2 ? hv[q][MT - 1][c] : hv[q][0][1]; };
+    // h rounded to bf16, two values per conversion: bf16x2_from_f32, its NaN test once per group.
+    uint32_t d[kG][kPairs];
+    bool nan = false;
+#pragma unroll
+    for (int q = 0; q < kG && n0 + q < NT; ++q)
+#pragma unroll
+      for (int c = 0; c < kPairs; ++c) {
+        d[q][c] = ptx::cvt_bf16x2_rn(lo(q, c), hi(q, c));
+        nan |= lo(q, c) != lo(q, c) || hi(q, c) != hi(q, c);
+      }
+    if (nan) {
+#pragma unroll
+      for (int q = 0; q < kG && n0 + q < NT; ++q)
+#pragma unroll
+        for (int c = 0; c < kPairs; ++c)
+          d[q][c] = uint32_t(bf16_from_f32(lo(q, c))) | uint32_t(bf16_from_f32(hi(q, c))) << 16;
+    }
+#pragma unroll
+    for (int q = 0; q < kG && n0 + q < NT; ++q) {
+      const int nt = n0 + q;
+      uint16_t hb[MT][2];  // the bf16 h of m-tile mt, token c
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) hb[mt][c] = uint16_t(MT == 2 ? d[q][c] >> (16 * mt) : d[q][0] >> (16 * c));
+      // Per token one row lookup and one row pointer, its MT values at constant offsets
+      // (i = (nbw + mt) * 8 + g). (Per value, the lookup, a 64-bit address, a branch and two
+      // roundings by bits took ~25 SASS instructions: ncu had GEMM 1's epilogue at ~73 per
+      // value, v26.)
+      if (p.h_bf16) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          float amax = fmaxf(fabsf(hv[0][c]), fabsf(hv[1][c]));
-          amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 4));
-          amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 8));
-          amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 16));
-          const uint8_t sc = nvfp4_scale_code(amax, p.h_gs);
-          const float inv = nvfp4_inv_scale(sc, p.h_gs);
           const int64_t r = out_row(nt, c);
+          if (r < 0) continue;
+          uint16_t* const hr = p.h_bf16 + r * I + nbw * 8 + g;
 #pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
-            const uint32_t q = e2m1_from_f32(hv[mt][c] * inv);
-            const int i = (nbw + mt) * 8 + g;
-            if (p.h_fp4) {
-              const uint32_t q_next = __shfl_xor_sync(0xFFFFFFFFu, q, 4);  // i + 1 lives in g ^ 1
-              if (r >= 0 && (g % 2) == 0) p.h_fp4[r * (I / 2) + i / 2] = pack_e2m1(uint8_t(q), uint8_t(q_next));
+          for (int mt = 0; mt < MT; ++mt)
+            if (mt < tiles) hr[mt * 8] = hb[mt][c];
+        }
+      }
+      if constexpr (MT == 2) {
+        if (p.h_fp4 || p.h_values) {
+          // The requantization reads h as stored in bf16.
+          float hq[2][2];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) hq[mt][c] = bf16_to_f32(hb[mt][c]);
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            float amax = fmaxf(fabsf(hq[0][c]), fabsf(hq[1][c]));
+            amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 4));
+            amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 8));
+            amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 16));
+            const uint8_t sc = nvfp4_scale_code(amax, p.h_gs);
+            const float inv = nvfp4_inv_scale(sc, p.h_gs);
+            const int64_t r = out_row(nt, c);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              const uint32_t qv = e2m1_from_f32(hq[mt][c] * inv);
+              const int i = (nbw + mt) * 8 + g;
+              if (p.h_fp4) {
+                const uint32_t q_next = __shfl_xor_sync(0xFFFFFFFFu, qv, 4);  // i + 1 lives in g ^ 1
+                if (r >= 0 && (g % 2) == 0) p.h_fp4[r * (I / 2) + i / 2] = pack_e2m1(uint8_t(qv), uint8_t(q_next));
+              }
+              if (p.h_values && r >= 0) p.h_values[r * I + i] = nvfp4_value_bf16(uint8_t(qv), e4m3_to_f32(sc));
             }
-            if (p.h_values && r >= 0) p.h_values[r * I + i] = nvfp4_value_bf16(uint8_t(q), e4m3_to_f32(sc));
+            if (p.h_fp4 && r >= 0 && g == 0) p.h_scale[r * (I / 16) + nbw * 8 / 16] = sc;
           }
-          if (p.h_fp4 && r >= 0 && g == 0) p.h_scale[r * (I / 16) + nbw * 8 / 16] = sc;
         }
       }
     }
-  };
-  // Every column unrolled: the most independent chains, for an epilogue that is latency-bound.
-  // (Columns in chunks, the rest shifted down by register moves, spent a third of the
-  // epilogue's instructions on the moves at one column per chunk (H200 ncu, 2026-11-30); against
-  // 4-column chunks, all 16 of a 128-token tile gained 2.9 / 4.6 / 6.5% at kimi-k2 / qwen3-235b /
-  // qwen3-30b T = 16384, and the wide widths 10-14 unrolled too another 2.6 / 0.9% at kimi-k2
-  // T = 4096 / 16384: notes v27 §1.)
-  static_assert(NT <= 16, "at most 128-token tiles");
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    float a[MT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) a[mt][j] = acc[mt][nt][j];
-    column(nt, a);
   }
 }
 
