@@ -7,7 +7,10 @@
 Prints the total samples, the samples per opcode (the first word of the SASS, predicate
 stripped), the N instructions with the most samples, and, when the page has addresses and
 executed counts, each mbarrier wait with the share of its executions that had to retry
-(barrier_waits). ncu names its sample columns
+(barrier_waits). With --regions, the first kernel's instructions are also cut at its first and
+last wgmma and at its setmaxnreg.dealloc (a warp-specialized kernel's producer branch), and
+each piece is printed with its share of the samples and of the executed instructions and its
+most frequent stall reasons (regions). ncu names its sample columns
 differently across versions, so the sample column is found by name ("Warp Stall Sampling
 (All Samples)", else the first column with "Sampl" in its name); a file without one is
 described instead of guessed at.
@@ -31,6 +34,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--regions", action="store_true", help="also the samples and stall reasons per kernel region")
     args = ap.parse_args()
     with open(args.csv, newline="", errors="replace") as f:
         rows = [r for r in csv.reader(f) if r]
@@ -64,7 +68,44 @@ def main() -> int:
         print(f"  {100 * number(r[samples]) / total:5.1f}%  {where:>8}  {r[src].strip()[:90]}")
     if addr is not None and "Instructions Executed" in header:
         barrier_waits(body, src, addr, header.index("Instructions Executed"))
+    if args.regions:
+        # The first kernel only: a page of several launches repeats "Kernel Name" and the header.
+        end = next((i for i in range(header_at + 1, len(rows)) if rows[i][0].startswith("Kernel Name")), len(rows))
+        first = [r for r in rows[header_at + 1:end] if len(r) > max(src, samples)]
+        regions(first, header, src, samples)
     return 0
+
+
+def regions(body, header, src, samples):
+    """Samples, executed instructions and stall reasons per region of one kernel.
+
+    The regions, in address order: up to the first wgmma (the setup and the first k-block's
+    decode), the first to the last wgmma (the k loop), after the last wgmma up to the
+    setmaxnreg.dealloc (the consumers' epilogue), and from there on (the producer). Without a
+    wgmma or a dealloc the missing cuts are left out. Stall reasons are the page's stall_*
+    columns (all samples, not the "Not Issued" ones).
+    """
+    ops = [r[src].strip() for r in body]
+    hg = [i for i, o in enumerate(ops) if "HGMMA" in o]
+    dealloc = next((i for i, o in enumerate(ops) if "SETMAXREG.DEALLOC" in o), None)
+    cuts = [("to the first wgmma", 0)]
+    if hg:
+        cuts += [("first to last wgmma", hg[0]), ("after the last wgmma", hg[-1] + 1)]
+    if dealloc is not None and (not hg or dealloc > hg[-1]):
+        cuts.append(("from setmaxnreg.dealloc", dealloc))
+    executed = header.index("Instructions Executed") if "Instructions Executed" in header else None
+    stalls = [i for i, c in enumerate(header) if c.startswith("stall_") and "Not Issued" not in c]
+    total = sum(number(r[samples]) for r in body) or 1.0
+    total_ex = sum(number(r[executed]) for r in body) if executed is not None else 0.0
+    print("regions (share of samples; of executed instructions; stall reasons):")
+    for k, (name, a) in enumerate(cuts):
+        b = cuts[k + 1][1] if k + 1 < len(cuts) else len(body)
+        part = body[a:b]
+        n = sum(number(r[samples]) for r in part)
+        ex = f"{100 * sum(number(r[executed]) for r in part) / total_ex:5.1f}%" if total_ex > 0 else "    ?"
+        reasons = Counter({header[j][len("stall_"):]: sum(number(r[j]) for r in part) for j in stalls})
+        why = ", ".join(f"{what} {100 * v / n:.0f}%" for what, v in reasons.most_common(5) if v > 0) if n > 0 else ""
+        print(f"  {name:24s} [{a:5d}, {b:5d})  {100 * n / total:5.1f}%  {ex}  {why}")
 
 
 def barrier_waits(body, src, addr, executed):

@@ -70,3 +70,49 @@ def test_samples_are_still_ranked(tmp_path):
     assert "100 samples" in stdout
     top = [line for line in stdout.splitlines() if line.startswith("  ") and "%" in line][:2]
     assert "BRA 0x900" in top[0] and "HGMMA" in top[1], top
+
+
+# --regions: a warp-specialized kernel cut at its first and last wgmma and its setmaxnreg.dealloc.
+REGION_HEADER = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed",
+                 "stall_wait", "stall_long_sb", "stall_wait (Not Issued)"]
+REGION_ROWS = [
+    ("0x000", "LDC R1, c[0x0][0x28]", 10, 100, 10, 0, 99),                  # to the first wgmma
+    ("0x010", "HGMMA.64x128x16.F32.BF16 R24, R176, gdesc[UR24], R24", 40, 200, 30, 10, 99),
+    ("0x020", "LOP3.LUT R3, R3, 0x1, RZ, 0xc0, !PT", 20, 200, 20, 0, 99),
+    ("0x030", "HGMMA.64x128x16.F32.BF16 R88, R164, gdesc[UR16], R88", 10, 200, 10, 0, 99),
+    ("0x040", "FFMA R88, R88, R12, R9", 15, 300, 15, 0, 99),                # after the last wgmma
+    ("0x050", "STG.E.U16 desc[UR28][R14.64], R23", 5, 100, 0, 5, 99),
+    ("0x060", "USETMAXREG.DEALLOC.CTAPOOL 0x38", 0, 10, 0, 0, 99),           # the producer
+    ("0x070", "LDGSTS.E.BYPASS.128 [R3], desc[UR6][R4.64]", 0, 90, 0, 0, 99),
+]
+
+
+def run_regions(tmp_path, copies=1):
+    text = io.StringIO()
+    writer = csv.writer(text, quoting=csv.QUOTE_ALL)
+    for _ in range(copies):  # a page of several launches repeats the kernel's section
+        writer.writerow(["Kernel Name", "void kernel()"])
+        writer.writerow(REGION_HEADER)
+        for row in REGION_ROWS:
+            writer.writerow(row)
+    path = tmp_path / "regions.csv"
+    path.write_text(text.getvalue())
+    out = subprocess.run([sys.executable, str(SCRIPT), str(path), "--regions"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("regions"))
+    return [line for line in lines[start + 1:] if line.startswith("  ")]
+
+
+def test_regions_cut_at_the_wgmmas_and_the_dealloc(tmp_path):
+    for copies in (1, 2):  # the second copy must not count
+        got = run_regions(tmp_path, copies)
+        names = [line.split("[")[0].strip() for line in got]
+        assert names == ["to the first wgmma", "first to last wgmma", "after the last wgmma",
+                         "from setmaxnreg.dealloc"], got
+        # 100 samples and 1200 executed instructions in all; the shares follow from the rows
+        shares = [line.split(")")[1].split()[:2] for line in got]
+        assert shares == [["10.0%", "8.3%"], ["70.0%", "50.0%"], ["20.0%", "33.3%"], ["0.0%", "8.3%"]], got
+        # the epilogue's 20 samples: wait 15, long_sb 5; "Not Issued" columns are not reasons
+        assert got[2].endswith("wait 75%, long_sb 25%"), got[2]
+        assert got[1].endswith("wait 86%, long_sb 14%"), got[1]
