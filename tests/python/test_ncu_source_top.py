@@ -34,18 +34,26 @@ ROWS = [
 ]
 
 
-def run(tmp_path):
+def page(path, header, rows, copies=1):
+    """Write a source page: `copies` sections of one kernel (as a page of several launches)."""
     text = io.StringIO()
     writer = csv.writer(text, quoting=csv.QUOTE_ALL)
-    writer.writerow(["Kernel Name", "void kernel()"])
-    writer.writerow(HEADER)
-    for row in ROWS:
-        writer.writerow(row)
-    path = tmp_path / "source.csv"
+    for _ in range(copies):
+        writer.writerow(["Kernel Name", "void kernel()"])
+        writer.writerow(header)
+        writer.writerows(rows)
     path.write_text(text.getvalue())
-    out = subprocess.run([sys.executable, str(SCRIPT), str(path), "--top", "2"], capture_output=True, text=True)
+    return path
+
+
+def script(*args):
+    out = subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def run(tmp_path):
+    return script(page(tmp_path / "source.csv", HEADER, ROWS), "--top", "2")
 
 
 def wait_lines(stdout):
@@ -88,18 +96,7 @@ REGION_ROWS = [
 
 
 def run_regions(tmp_path, copies=1):
-    text = io.StringIO()
-    writer = csv.writer(text, quoting=csv.QUOTE_ALL)
-    for _ in range(copies):  # a page of several launches repeats the kernel's section
-        writer.writerow(["Kernel Name", "void kernel()"])
-        writer.writerow(REGION_HEADER)
-        for row in REGION_ROWS:
-            writer.writerow(row)
-    path = tmp_path / "regions.csv"
-    path.write_text(text.getvalue())
-    out = subprocess.run([sys.executable, str(SCRIPT), str(path), "--regions"], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+    lines = script(page(tmp_path / "regions.csv", REGION_HEADER, REGION_ROWS, copies), "--regions").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("regions"))
     return [line for line in lines[start + 1:] if line.startswith("  ")]
 
