@@ -113,8 +113,11 @@ for stage in $stages; do
       # Where the GEMM kernels' warps stall, per SASS instruction: ncu's warp-state samples
       # (SourceCounters), one launch of each kernel below at kimi-k2 shapes with 64 experts
       # (STALL_EXPERTS), printed by scripts/ncu_source_top.py (the instructions with the most
-      # samples and their stall reasons). Cases: kernel regex @ tokens.
-      for case in ${STALL_CASES:-sm90_ws_gemm@4096 sm90_grouped_gemm@2048 sm80_grouped_gemm@512 decode_grouped_gemm@1}; do
+      # samples and their stall reasons; with --regions, the warp-specialized kernels' k loop,
+      # epilogue and producer apart). Cases: kernel regex @ tokens; the first launch matching
+      # is GEMM 1's (the default wgmma kernel, rsws, at 128- and 64-token tiles, then the fast
+      # path and the decode kernel).
+      for case in ${STALL_CASES:-sm90_rsws_gemm@4096 sm90_rsws_gemm@1024 sm80_grouped_gemm@512 decode_grouped_gemm@1}; do
         kern=${case%@*} tok=${case#*@}
         rep="$OUT/stalls-$kern-$tok"
         timeout ${STALL_TIMEOUT:-150} ncu --clock-control none -k regex:"$kern" --launch-count 1 \
@@ -124,7 +127,7 @@ for stage in $stages; do
         rc=$?
         ncu --import "$rep.ncu-rep" --page source --print-source sass --csv >"$rep.csv" 2>>"$rep.log"
         note "stalls $kern T=$tok rc=$rc"
-        python3 scripts/ncu_source_top.py "$rep.csv" | head -40
+        python3 scripts/ncu_source_top.py "$rep.csv" --top 15 --regions | head -48
       done ;;
     table)
       # The full bench table (issue 4): every preset, W4A16 and W4A4, T = 1 ... 16384, the
