@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in v28, for the next session (carry [".carry/z39"], ~300 s): ncu source counters of
+# Prepared in v28, for the next session (carry [".carry/z39"], ~450 s): ncu source counters of
 # the first rsws launch (GEMM 1 at 128-token tiles: v26 call 4, and the order of v28's --nodes),
 # qwen3-235b T = 16384, W4A16, on main (base) and on epi-act (act), summed by region
 # (scripts/ncu_source_top.py --regions): the epilogue's share of the samples and its stall
@@ -22,4 +22,17 @@ for v in base act; do
   python3 scripts/ncu_source_top.py $rep-src.csv --top 5 --regions 2>&1 | tail -6
   rm -f $rep.ncu-rep; xz -9 $rep-src.csv
 done
+# GEMM 2's 128-token kernel on base (the 4th rsws launch of the forward at this T: GEMM 1's main
+# and two narrow launches come first, v28 --nodes): the producer's idle share, for the fused
+# combine lead (v28 §7.2).
+rep=$OUT/ncu/base-gemm2
+timeout 200 ncu --clock-control none -k regex:sm90_rsws_gemm --launch-skip 3 --launch-count 1 \
+  --section SourceCounters --section WarpStateStats --section SchedulerStats --import-source no -f -o $rep \
+  .carry/bin/base bench --model qwen3-235b --tokens 16384 --iters 1 --warmup 0 --sets 1 --copies 1 --no-check \
+  --no-ceilings --no-baseline > $rep.log 2>&1
+echo "ncu base gemm2 rc=$? t=$(( $(date +%s) - start ))"
+ncu --import $rep.ncu-rep --page source --print-source sass --csv > $rep-src.csv 2>>$rep.log
+head -c 300 $rep-src.csv | tr ',' '\n' | sed -n 2p  # the kernel's name: check it is GEMM 2's <16, false, ...>
+python3 scripts/ncu_source_top.py $rep-src.csv --top 5 --regions 2>&1 | tail -6
+rm -f $rep.ncu-rep; xz -9 $rep-src.csv
 cd $OUT && tar czf ncu.tgz ncu && rm -rf ncu
