@@ -210,12 +210,12 @@ inline Epilogue gemm1_epilogue(const LayerDesc& d, const Gemm1Args& a) {
 // taken: every value by the straight-line route (gemm1_activation_mid), then, when any lies
 // outside the route's range, gemm1_activation for all of them; every bf16 pair by one
 // conversion, then, when any value is NaN, format.h's rounding by bits for all of them; then
-// the stores (and the requantization). Why: the epilogue is latency-bound (v26: ~0.67
-// instructions per cycle and scheduler, with the tensor pipe idle), and with those two
-// branches in every column ptxas scheduled each column's 4 values as a block of their own.
-// On the H200 (notes v28) groups of 8 made kimi-k2 T = 16384 0.4-1.0% faster and qwen3-235b
-// 0.4-0.5% against one column at a time, and left the fast path as it was; groups of 4 were
-// about as fast, groups of 16 slower (the 128-token GEMM 1 spilled).
+// the stores (and the requantization). Why: the epilogue runs with the tensor pipe idle, its
+// warps waiting on dependencies in a quarter of their samples (v26's ncu, notes v28 §4), and
+// with those two branches in every column ptxas scheduled each column's 4 values as a block
+// of their own. On the H200 (notes v28) groups of 8 made kimi-k2 T = 16384 0.4-1.0% faster
+// and qwen3-235b 0.4-0.5% against one column at a time, and left the fast path as it was;
+// groups of 4 were about as fast, groups of 16 slower (the 128-token GEMM 1 spilled).
 template <int NT>
 inline constexpr int kEpiGroup = NT < 8 ? NT : 8;
 
