@@ -290,13 +290,20 @@ FP4MOE_HD bool gemm1_activation_mid(float g, float u, Activation act, float alph
   return mid;
 }
 
+// bf16_from_f32(lo) | bf16_from_f32(hi) << 16: both values rounded by format.h's bits, right
+// for every input (~7 integer instructions each).
+FP4MOE_HD uint32_t bf16x2_by_bits(float lo, float hi) {
+  return uint32_t(bf16_from_f32(lo)) | uint32_t(bf16_from_f32(hi)) << 16;
+}
+
 #if defined(__CUDACC__)
-// bf16_from_f32(lo) | bf16_from_f32(hi) << 16, bit for bit (all 2^32 fp32 patterns on the GPU:
-// bf16_rn_sweep): the hardware's round to nearest even, one instruction for both values
-// (ptx::cvt_bf16x2_rn), and format.h's quiet NaN with its payload where either value is NaN.
+// bf16x2_by_bits(lo, hi), bit for bit (all 2^32 fp32 patterns on the GPU: bf16_rn_sweep): the
+// hardware's round to nearest even, one instruction for both values (ptx::cvt_bf16x2_rn), and
+// bf16x2_by_bits where either value is NaN (format.h's quiet NaN keeps the payload). GEMM 1's
+// epilogue applies the same rule to a group of pairs at once (one NaN test for the group).
 __device__ __forceinline__ uint32_t bf16x2_from_f32(float lo, float hi) {
   uint32_t d = ptx::cvt_bf16x2_rn(lo, hi);
-  if (lo != lo || hi != hi) d = uint32_t(bf16_from_f32(lo)) | uint32_t(bf16_from_f32(hi)) << 16;
+  if (lo != lo || hi != hi) d = bf16x2_by_bits(lo, hi);
   return d;
 }
 #endif

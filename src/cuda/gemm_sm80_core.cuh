@@ -267,7 +267,8 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
         if (mt >= tiles) hv[q][mt][0] = hv[q][mt][1] = 0.0f;  // not the warp's: 0, as the requantization's amax expects
     auto lo = [&](int q, int c) { return MT == 2 ? hv[q][0][c] : hv[q][0][0]; };
     auto hi = [&](int q, int c) { return MT == 2 ? hv[q][MT - 1][c] : hv[q][0][1]; };
-    // h rounded to bf16, two values per conversion: bf16x2_from_f32, its NaN test once per group.
+    // h rounded to bf16, two values per conversion: bf16x2_from_f32's rule, its NaN test once
+    // for the group.
     uint32_t d[kG][kPairs];
     bool nan = false;
 #pragma unroll
@@ -282,7 +283,7 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
       for (int q = 0; q < kG && n0 + q < NT; ++q)
 #pragma unroll
         for (int c = 0; c < kPairs; ++c)
-          d[q][c] = uint32_t(bf16_from_f32(lo(q, c))) | uint32_t(bf16_from_f32(hi(q, c))) << 16;
+          d[q][c] = bf16x2_by_bits(lo(q, c), hi(q, c));
     }
 #pragma unroll
     for (int q = 0; q < kG && n0 + q < NT; ++q) {
