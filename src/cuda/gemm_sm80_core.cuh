@@ -235,7 +235,7 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
     bu[mt] = w.bias && mt < tiles ? w.bias[int64_t(e) * w.N + I + i] : 0.0f;
   }
   // A known activation in groups of 4: at 8 the 128-token GEMM 1 spilled 132 bytes (ptxas keeps
-  // more of its chains in flight).
+  // more of its chains in flight). The sm90 kernels' GEMM 1 passes its format's (notes v29).
   constexpr int kG = kAct < 0 ? kEpiGroup<NT> : (NT < 4 ? NT : 4);
   // The pair of values that bf16 pair c of column q holds: m-tiles 0 and 1 of token c (MT = 2),
   // or tokens 0 and 1 (MT = 1).

@@ -1247,12 +1247,15 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       if (nbw < NB) {
         const volatile int64_t* orow = tables.orow[n % 2];  // read at each use (registers: see the RS kernel)
         auto out_row = [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; };
-        // NVFP4 GEMM 1 at its main widths: silu (every NVFP4 preset's) compiled apart, without
-        // swiglu_oai's predicated instructions (SASS of the 128-token GEMM 1: ~22.5 instructions
-        // per value in the activation block against ~28); other activations at run time.
-        if constexpr (GEMM1 && !MX && NU == NT) {
-          if (p.epi.act == Activation::silu)
-            epilogue<NU, GEMM1, int(Activation::silu)>(p, e, nbw, g, acc, out_row);
+        // GEMM 1: the activation of the format's presets (silu for NVFP4, swiglu_oai for MXFP4)
+        // compiled apart, without the other's predicated instructions (SASS of the NVFP4 128-token
+        // GEMM 1: ~22.5 instructions per value in the activation block against ~28); other
+        // activations at run time. On the H200 (notes v29): qwen3-235b T = 16384 1.3% faster,
+        // gpt-oss-120b T = 8192 / 16384 2.5 / 1.6%; at T = 512 (the narrow launches) 2.8-4.3%.
+        constexpr int kPresetAct = int(MX ? Activation::swiglu_oai : Activation::silu);
+        if constexpr (GEMM1) {
+          if (p.epi.act == Activation(kPresetAct))
+            epilogue<NU, GEMM1, kPresetAct>(p, e, nbw, g, acc, out_row);
           else
             epilogue<NU, GEMM1>(p, e, nbw, g, acc, out_row);
         } else {
