@@ -219,11 +219,14 @@ inline Epilogue gemm1_epilogue(const LayerDesc& d, const Gemm1Args& a) {
 template <int NT>
 inline constexpr int kEpiGroup = NT < 8 ? NT : 8;
 
-template <int NT, class OutRow, int MT>
+// kAct: the activation when the caller knows it (an Activation's value; then the other
+// activation's instructions are not compiled in), or -1: p.act's, at run time.
+template <int NT, int kAct = -1, class OutRow, int MT>
 __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMatrix& w, int e, int nbw, int g,
                                                float mult, const float (&acc)[MT][NT][4], OutRow out_row,
                                                int tiles = MT) {
   const int I = w.N / 2;
+  const Activation act = kAct < 0 ? p.act : Activation(kAct);
   float bg[MT], bu[MT];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -231,7 +234,9 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
     bg[mt] = w.bias && mt < tiles ? w.bias[int64_t(e) * w.N + i] : 0.0f;
     bu[mt] = w.bias && mt < tiles ? w.bias[int64_t(e) * w.N + I + i] : 0.0f;
   }
-  constexpr int kG = kEpiGroup<NT>;
+  // A known activation in groups of 4: at 8 the 128-token GEMM 1 spilled 132 bytes (ptxas keeps
+  // more of its chains in flight). The sm90 kernels' GEMM 1 passes its format's (notes v29).
+  constexpr int kG = kAct < 0 ? kEpiGroup<NT> : (NT < 4 ? NT : 4);
   // The pair of values that bf16 pair c of column q holds: m-tiles 0 and 1 of token c (MT = 2),
   // or tokens 0 and 1 (MT = 1).
   constexpr int kPairs = MT == 2 ? 2 : 1;
@@ -248,7 +253,7 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
         for (int c = 0; c < 2; ++c) {
           const float gv = acc[mt][n0 + q][c] * mult + bg[mt];
           const float uv = acc[mt][n0 + q][2 + c] * mult + bu[mt];
-          rare |= !gemm1_activation_mid(gv, uv, p.act, p.alpha, p.limit, hv[q][mt][c]);
+          rare |= !gemm1_activation_mid(gv, uv, act, p.alpha, p.limit, hv[q][mt][c]);
         }
     if (rare) {  // (where the route applies the two agree bit for bit, so this redoes all of them)
 #pragma unroll
@@ -258,7 +263,7 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
 #pragma unroll
           for (int c = 0; c < 2; ++c)
             hv[q][mt][c] = gemm1_activation(acc[mt][n0 + q][c] * mult + bg[mt],
-                                            acc[mt][n0 + q][2 + c] * mult + bu[mt], p.act, p.alpha, p.limit);
+                                            acc[mt][n0 + q][2 + c] * mult + bu[mt], act, p.alpha, p.limit);
     }
 #pragma unroll
     for (int q = 0; q < kG && n0 + q < NT; ++q)

@@ -317,7 +317,8 @@ struct Params {
 
 // Both kernels' epilogue: the fast path's, on the warp's fragment rows nbw, nbw + 1 of expert e.
 // NVFP4 h is not written here: a second kernel requantizes it from the bf16 h (staging).
-template <int NT, bool GEMM1, class OutRow, int MT>
+// kAct: as epilogue_gemm1's (GEMM 1 only).
+template <int NT, bool GEMM1, int kAct = -1, class OutRow, int MT>
 __device__ __forceinline__ void epilogue(const Params& p, int e, int nbw, int g, const float (&acc)[MT][NT][4],
                                          OutRow out_row) {
   const float mult = p.w.epi[e] * p.a_mult;
@@ -325,7 +326,7 @@ __device__ __forceinline__ void epilogue(const Params& p, int e, int nbw, int g,
     sm80::Epilogue ep = p.epi;
     ep.h_fp4 = nullptr;
     ep.h_values = nullptr;
-    sm80::epilogue_gemm1<NT>(ep, p.w, e, nbw, g, mult, acc, out_row);
+    sm80::epilogue_gemm1<NT, kAct>(ep, p.w, e, nbw, g, mult, acc, out_row);
   } else {
     sm80::epilogue_gemm2<NT>(p.epi, p.w, e, nbw, g, mult, acc, out_row);
   }
@@ -1245,7 +1246,21 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       const int nbw = nb0 + fb;  // even when kMt = 2
       if (nbw < NB) {
         const volatile int64_t* orow = tables.orow[n % 2];  // read at each use (registers: see the RS kernel)
-        epilogue<NU, GEMM1>(p, e, nbw, g, acc, [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; });
+        auto out_row = [&](int nt, int c) -> int64_t { return orow[nt * 8 + 2 * t + c]; };
+        // GEMM 1: the activation of the format's presets (silu for NVFP4, swiglu_oai for MXFP4)
+        // compiled apart, without the other's predicated instructions (SASS of the NVFP4 128-token
+        // GEMM 1: ~22.5 instructions per value in the activation block against ~28); other
+        // activations at run time. On the H200 (notes v29): qwen3-235b T = 16384 1.3% faster,
+        // gpt-oss-120b T = 8192 / 16384 2.5 / 1.6%; at T = 512 (the narrow launches) 2.8-4.3%.
+        constexpr int kPresetAct = int(MX ? Activation::swiglu_oai : Activation::silu);
+        if constexpr (GEMM1) {
+          if (p.epi.act == Activation(kPresetAct))
+            epilogue<NU, GEMM1, kPresetAct>(p, e, nbw, g, acc, out_row);
+          else
+            epilogue<NU, GEMM1>(p, e, nbw, g, acc, out_row);
+        } else {
+          epilogue<NU, GEMM1>(p, e, nbw, g, acc, out_row);
+        }
       }
       tables.release(n);
     }

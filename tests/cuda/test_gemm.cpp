@@ -635,6 +635,21 @@ std::vector<Spec> specs() {
   // W4A4 (staged through bf16), A rows through the gather.
   v.push_back({"split_partial_w4a4", 256, 128, 5, WeightFormat::nvfp4, true, Activation::silu, false,
                {70, 100, 110, 200, 33}, false, 35, false, true});
+  // Each format with the other's activation: the sm90 kernels compile the activation of the
+  // format's presets into GEMM 1's epilogue and run any other at run time; these take that route
+  // at the main widths (and every forced kernel), the narrow widths and the wide widths.
+  v.push_back({"large_nvfp4_swiglu_bias", 784, 272, 3, WeightFormat::nvfp4, false, Activation::swiglu_oai, true,
+               {0, 140, 70}, false, 36, false, true});
+  v.push_back({"large_mxfp4_silu", 352, 96, 2, WeightFormat::mxfp4, false, Activation::silu, false, {150, 141},
+               true, 37, false, true});
+  v.push_back({"narrow_nvfp4_swiglu_bias_batched", 320, 144, 6, WeightFormat::nvfp4, false, Activation::swiglu_oai,
+               true, {20, 35, 48, 60, 65, 3}, true, 38, false, true});
+  v.push_back({"narrow_mxfp4_silu", 352, 96, 6, WeightFormat::mxfp4, false, Activation::silu, false,
+               {33, 40, 47, 63, 70, 17}, false, 39, false, true});
+  v.push_back({"split_partial_nvfp4_swiglu_bias", 320, 144, 6, WeightFormat::nvfp4, false, Activation::swiglu_oai,
+               true, {65, 81, 97, 113, 198, 20}, false, 40, false, true});
+  v.push_back({"split_partial_mxfp4_silu_batched", 352, 96, 6, WeightFormat::mxfp4, false, Activation::silu, false,
+               {66, 88, 105, 120, 230, 40}, true, 41, false, true});
   // Gates of hundreds (weights x 2^13 / 2^12): most of silu's |g| and many of swiglu_oai's
   // g < -87 / alpha are past the epilogues' straight-line activation route
   // (gemm1_activation_mid), so its columns take the branch to gemm1_activation.
@@ -1693,7 +1708,7 @@ TEST(CudaGemmSm90, WidthSplitAtEveryWidth) {
         }
     }
   }
-  EXPECT_EQ(cases, 3);
+  EXPECT_EQ(cases, 5);
 }
 
 // Sets the split's wide width (set_sm90_wide_width) for its lifetime, then restores the default.
@@ -1756,7 +1771,7 @@ TEST(CudaGemmSm90, WideWidthAtEveryWidth) {
       EXPECT_TRUE(y == base2) << "y differs from the split's without a wide width";
     }
   }
-  EXPECT_EQ(cases, 3);
+  EXPECT_EQ(cases, 5);
 }
 
 // W4A4 on the sm90 path (NVFP4 A staged to bf16, the wgmma kernels, bf16 h requantized) against
