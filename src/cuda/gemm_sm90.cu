@@ -1251,16 +1251,12 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         // compiled apart, without the other's predicated instructions (SASS of the NVFP4 128-token
         // GEMM 1: ~22.5 instructions per value in the activation block against ~28); other
         // activations at run time. On the H200 (notes v29): qwen3-235b T = 16384 1.3% faster,
-        // gpt-oss-120b T = 8192 / 16384 2.5 / 1.6%; at T = 512 (the narrow launches) 2.8-4.3%.
-        constexpr int kPresetAct = int(MX ? Activation::swiglu_oai : Activation::silu);
-        if constexpr (GEMM1) {
-          if (p.epi.act == Activation(kPresetAct))
-            epilogue<NU, GEMM1, kPresetAct>(p, e, nbw, g, acc, out_row);
-          else
-            epilogue<NU, GEMM1>(p, e, nbw, g, acc, out_row);
-        } else {
+        // gpt-oss-120b T = 8192 / 16384 2.4 / 1.8%; at T = 512 (the narrow launches) 2.8-4.3%.
+        constexpr int kPresetAct = GEMM1 ? int(MX ? Activation::swiglu_oai : Activation::silu) : -1;
+        if (GEMM1 && p.epi.act == Activation(kPresetAct))
+          epilogue<NU, GEMM1, kPresetAct>(p, e, nbw, g, acc, out_row);
+        else
           epilogue<NU, GEMM1>(p, e, nbw, g, acc, out_row);
-        }
       }
       tables.release(n);
     }
