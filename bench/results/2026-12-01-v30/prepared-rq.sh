@@ -3,7 +3,7 @@
 # branch requant-fast, format.h's FP4 encoders and decoders as arithmetic without branches or
 # divisions (the W4A4 requantization: the staging kernels and the fast path's epilogue).
 # Binaries built on the CPU machine (sm_90a, static cudart): main = main's CLI (531729e's
-# SASS); rq = requant-fast's CLI; rq_tests = its test binary.
+# SASS); rq = requant-fast's CLI (979d0e5); rq_tests = its test binary. Run from main.
 # 1. the new GPU test (every fp32 pattern through both encoders on the GPU, against the
 #    host's codes) and the format tests; then the whole test binary, EP apart, 8 shards;
 # 2. --nodes of qwen3-30b W4A4 T = 16384, main and rq (the staging kernels' times);
