@@ -4,7 +4,8 @@
 //   1. group the (token, slot) pairs by local expert (a counting sort, serial: O(T k));
 //   2. A: each token's GEMM 1 input row (bf16 round, router weight on input, W4A4 round trip);
 //   3. GEMM 1: work item = (expert, block of kRows intermediate rows): dequantize those gate
-//      and up rows once into the thread's tile, then dot them with every row of the expert;
+//      and up rows once into the thread's tile, then dot them with every row of the expert
+//      (register-blocked: a few weight rows x a few tokens per pass over K, dots());
 //      act + round_bf16 into Hs; then the W4A4 round trip of each Hs row;
 //   4. GEMM 2 likewise into Ys (block of kRows output rows);
 //   5. combine per token, slots j = 0..k-1 in fp32, one rounding to out's dtype.
@@ -16,6 +17,10 @@
 // Deterministic: every element of A, Hs, Ys and out is computed by one thread in an order
 // fixed by the code (the 16-lane reduction in dot() included), never depending on which
 // thread took the item or how many threads there are.
+//
+// SIMD (FP4MOE_CPU_SIMD, simd_level): the scalar loops, AVX2 or AVX-512, the same bits on each.
+// The blocked dots keep dot()'s 16 lane sums per (row, token) and its lane order, and the
+// weight decode computes every weight by the same two products.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -38,7 +43,19 @@ namespace {
 
 constexpr int64_t kRows = 16;    // weight rows per work item (dequantized once, reused per token)
 constexpr int64_t kLanes = 16;   // independent fp32 partial sums in dot(); K is a multiple of 16
+constexpr int64_t kChunk = 64;   // activation rows per call of dots() in a work item
 constexpr size_t kAlign = 64;
+
+// The backend's SIMD paths: none (the scalar loops), AVX2, or AVX-512 (F). The same bits on
+// every level (tested).
+enum class Simd { scalar, avx2, avx512 };
+
+// dot()'s last step: its lanes added in order 0..kLanes-1.
+float sum_lanes(const float (&lane)[kLanes]) {
+  float s = 0.0f;
+  for (int64_t j = 0; j < kLanes; ++j) s += lane[j];
+  return s;
+}
 
 // sum_k w[k] * a[k] over K (a multiple of kLanes): kLanes partial sums, lane j summing
 // k = j mod kLanes in increasing k, then lanes added 0..kLanes-1. The compiler vectorizes
@@ -47,9 +64,114 @@ __attribute__((target_clones("avx2", "default"))) float dot(const float* w, cons
   float acc[kLanes] = {};
   for (int64_t k = 0; k < K; k += kLanes)
     for (int64_t j = 0; j < kLanes; ++j) acc[j] += w[k + j] * a[k + j];
-  float s = 0.0f;
-  for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
-  return s;
+  return sum_lanes(acc);
+}
+
+#if defined(__x86_64__)
+// The blocked dots: Dots::block<R, P>(w, K, a, out, ldo) sets out[p * ldo + r] = dot(w + r * K,
+// a[p], K) for r < R, p < P, R weight rows and P activation rows per pass over K with their
+// R * P lane sets in registers. dot()'s bits: each (r, p) keeps its own kLanes lane sums, each
+// summing its products in increasing k (a product rounded, then added: no fused multiply-add),
+// then the lanes are added 0..kLanes-1. kR x kP: the block the register file holds.
+
+// AVX-512: one zmm per lane set; 4 x 4 of them with the 4 rows' vectors and one activation
+// row's fit the 32 registers.
+struct Avx512Dots {
+  static constexpr int kR = 4, kP = 4;
+  template <int R, int P>
+  __attribute__((target("avx512f"))) static void block(const float* w, int64_t K, const float* const* a, float* out,
+                                                       int64_t ldo) {
+    __m512 acc[R][P];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += kLanes) {
+      __m512 wv[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_ps(w + r * K + k);
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) {
+        const __m512 av = _mm512_loadu_ps(a[p] + k);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc[r][p] = _mm512_add_ps(acc[r][p], _mm512_mul_ps(wv[r], av));
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int p = 0; p < P; ++p) {
+        float lane[kLanes];
+        _mm512_storeu_ps(lane, acc[r][p]);
+        out[p * ldo + r] = sum_lanes(lane);
+      }
+  }
+};
+
+// AVX2: two ymm per lane set (lanes 0-7, 8-15); 2 x 2 of them with the 2 rows' vectors and one
+// activation row's fit the 16 registers.
+struct Avx2Dots {
+  static constexpr int kR = 2, kP = 2;
+  template <int R, int P>
+  __attribute__((target("avx2"))) static void block(const float* w, int64_t K, const float* const* a, float* out,
+                                                    int64_t ldo) {
+    __m256 acc[R][P][2];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k += kLanes) {
+      __m256 wv[R][2];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        wv[r][0] = _mm256_loadu_ps(w + r * K + k);
+        wv[r][1] = _mm256_loadu_ps(w + r * K + k + 8);
+      }
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p)
+#pragma GCC unroll 2
+        for (int i = 0; i < 2; ++i) {
+          const __m256 av = _mm256_loadu_ps(a[p] + k + 8 * i);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) acc[r][p][i] = _mm256_add_ps(acc[r][p][i], _mm256_mul_ps(wv[r][i], av));
+        }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int p = 0; p < P; ++p) {
+        float lane[kLanes];
+        _mm256_storeu_ps(lane, acc[r][p][0]);
+        _mm256_storeu_ps(lane + 8, acc[r][p][1]);
+        out[p * ldo + r] = sum_lanes(lane);
+      }
+  }
+};
+
+// out[p * ldo + r] = dot(w + r * K, a[p], K) for r < n, p < np, in Dots::kR x Dots::kP blocks
+// (the last rows and activation rows in blocks of 1; n is kRows or 2 kRows in the backend).
+template <class Dots>
+void dots_blocked(const float* w, int64_t n, int64_t K, const float* const* a, int64_t np, float* out, int64_t ldo) {
+  constexpr int R = Dots::kR, P = Dots::kP;
+  int64_t p = 0;
+  for (; p + P <= np; p += P) {
+    int64_t r = 0;
+    for (; r + R <= n; r += R) Dots::template block<R, P>(w + r * K, K, a + p, out + p * ldo + r, ldo);
+    for (; r < n; ++r) Dots::template block<1, P>(w + r * K, K, a + p, out + p * ldo + r, ldo);
+  }
+  for (; p < np; ++p) {
+    int64_t r = 0;
+    for (; r + R <= n; r += R) Dots::template block<R, 1>(w + r * K, K, a + p, out + p * ldo + r, ldo);
+    for (; r < n; ++r) Dots::template block<1, 1>(w + r * K, K, a + p, out + p * ldo + r, ldo);
+  }
+}
+#endif
+
+// out[p * ldo + r] = dot(w + r * K, a[p], K) for r < n, p < np on the backend's SIMD level.
+void dots(Simd simd, const float* w, int64_t n, int64_t K, const float* const* a, int64_t np, float* out,
+          int64_t ldo) {
+#if defined(__x86_64__)
+  if (simd == Simd::avx512) return dots_blocked<Avx512Dots>(w, n, K, a, np, out, ldo);
+  if (simd == Simd::avx2) return dots_blocked<Avx2Dots>(w, n, K, a, np, out, ldo);
+#endif
+  for (int64_t p = 0; p < np; ++p)
+    for (int64_t r = 0; r < n; ++r) out[p * ldo + r] = dot(w + r * K, a[p], K);
 }
 
 // The activation of SPEC §4, written as the reference writes it (same std::exp calls).
@@ -126,31 +248,68 @@ __attribute__((target("avx2"))) void dequantize_avx2(const uint8_t* data, const 
     }
   }
 }
+
+// With AVX-512, a block's 16 weights (8 bytes) per step and no sign handling: the block's 16
+// possible weights, (e2m1 * scale) * dq for every code (the same two products), form one table
+// vector; each byte is duplicated into two 32-bit lanes, the odd lane shifted right by 4, and
+// one permute (which reads each lane's low 4 bits: the code) looks the weights up.
+__attribute__((target("avx512f"))) void dequantize_avx512(const uint8_t* data, const uint8_t* scale, int block,
+                                                          float dq, int64_t K, int64_t r0, int64_t r1, float* tile) {
+  const float* sv = block == kNvfp4Block ? kCodes.e4m3 : kCodes.e8m0;
+  const __m512 codes = _mm512_loadu_ps(kCodes.e2m1);  // all 16 codes' values
+  const __m512 vdq = _mm512_set1_ps(dq);
+  const __m128i twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m512i nibble = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+  const __mmask16 kAll = 0xFFFF;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* q = data + r * (K / 2);
+    const uint8_t* s = scale + r * (K / block);
+    float* o = tile + (r - r0) * K;
+    for (int64_t b = 0; b < K / block; ++b) {
+      const __m512 table = _mm512_mul_ps(_mm512_mul_ps(codes, _mm512_set1_ps(sv[s[b]])), vdq);
+      for (int64_t k = b * block; k < (b + 1) * block; k += 16) {
+        const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + k / 2));
+        // (the maskz forms with every lane on: GCC 12's unmasked ones warn of an uninitialized source)
+        const __m512i code = _mm512_maskz_srlv_epi32(
+            kAll, _mm512_maskz_cvtepu8_epi32(kAll, _mm_shuffle_epi8(bytes, twice)), nibble);
+        _mm512_storeu_ps(o + k, _mm512_maskz_permutexvar_ps(kAll, code, table));
+      }
+    }
+  }
+}
 #endif
 
-// simd: the AVX2 path where the CPU has one (the backend's choice, FP4MOE_CPU_SIMD).
+// The decode on the backend's SIMD level.
 void dequantize(const uint8_t* data, const uint8_t* scale, int block, float dq, int64_t K, int64_t r0, int64_t r1,
-                float* tile, bool simd) {
+                float* tile, Simd simd) {
 #if defined(__x86_64__)
-  if (simd) return dequantize_avx2(data, scale, block, dq, K, r0, r1, tile);
+  if (simd == Simd::avx512) return dequantize_avx512(data, scale, block, dq, K, r0, r1, tile);
+  if (simd == Simd::avx2) return dequantize_avx2(data, scale, block, dq, K, r0, r1, tile);
 #endif
   dequantize_scalar(data, scale, block, dq, K, r0, r1, tile);
 }
 
-// Whether this CPU and FP4MOE_CPU_SIMD (unset or 1: yes; 0: the scalar loops, for comparison)
-// let the backend use its SIMD paths (the same bits either way).
-bool simd_wanted() {
-  bool ok = false;
+// The SIMD level: FP4MOE_CPU_SIMD unset or 1: the best this CPU has; 0: the scalar loops;
+// avx2 / avx512: that level, or an error naming the variable where the CPU lacks it (for
+// comparisons: the same bits on every level).
+Simd simd_level() {
+  bool avx2 = false, avx512 = false;
 #if defined(__x86_64__)
   __builtin_cpu_init();  // asked at backend creation, not in a static initializer
-  ok = __builtin_cpu_supports("avx2");
+  avx2 = __builtin_cpu_supports("avx2");
+  avx512 = avx2 && __builtin_cpu_supports("avx512f");
 #endif
-  if (const char* env = std::getenv("FP4MOE_CPU_SIMD")) {
-    const std::string v = env;
-    if (v != "0" && v != "1") fail_arg("FP4MOE_CPU_SIMD: got '" + v + "', need 0 or 1");
-    if (v == "0") ok = false;
+  const Simd best = avx512 ? Simd::avx512 : avx2 ? Simd::avx2 : Simd::scalar;
+  const char* env = std::getenv("FP4MOE_CPU_SIMD");
+  if (!env) return best;
+  const std::string v = env;
+  if (v == "1") return best;
+  if (v == "0") return Simd::scalar;
+  if (v == "avx2" || v == "avx512") {
+    if (!(v == "avx2" ? avx2 : avx512)) fail_arg("FP4MOE_CPU_SIMD: got '" + v + "', which this CPU does not have");
+    return v == "avx2" ? Simd::avx2 : Simd::avx512;
   }
-  return ok;
+  fail_arg("FP4MOE_CPU_SIMD: got '" + v + "', need 0, 1, avx2 or avx512");
 }
 
 // Runs fn(item, thread) for item in [0, n) on up to `threads` threads (the caller is
@@ -226,7 +385,7 @@ struct Buffers {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(std::shared_ptr<const HostWeights> w, int threads, bool simd)
+  CpuBackend(std::shared_ptr<const HostWeights> w, int threads, Simd simd)
       : w_(std::move(w)), threads_(threads), simd_(simd) {
     desc = w_->desc;
     num_local = w_->num_local;
@@ -352,7 +511,9 @@ class CpuBackend final : public Backend {
     const int64_t H = w.H(), I = w.I(), EL = num_local, tile = Buffers::tile_floats(H, I);
     const int64_t R = b.offset[EL];
 
-    // GEMM 1: item = (expert e, rows [i0, i0 + kRows) of gate and of up).
+    // GEMM 1: item = (expert e, rows [i0, i0 + kRows) of gate and of up): the n gate rows, then
+    // the n up rows, dequantized into the thread's tile (2n rows of H), dotted with the
+    // expert's rows of A in chunks of kChunk (dots of chunk row c, tile row r at d[c * 2n + r]).
     const int64_t blocks1 = (I + kRows - 1) / kRows;
     parallel_for(EL * blocks1, threads_, [&](int64_t item, int tid) {
       const int64_t e = item / blocks1, i0 = item % blocks1 * kRows, i1 = std::min(I, i0 + kRows), n = i1 - i0;
@@ -360,27 +521,34 @@ class CpuBackend final : public Backend {
       const uint8_t* q = w.w13.data() + e * 2 * I * (H / 2);
       const uint8_t* s = w.w13_scale.data() + e * 2 * I * (H / w.block);
       float* gate = b.tiles + tid * tile;  // (n, H)
-      float* up = gate + kRows * H;        // (n, H)
+      float* up = gate + n * H;            // (n, H)
       dequantize(q, s, w.block, w.w13_dq[e], H, i0, i1, gate, simd_);
       dequantize(q, s, w.block, w.w13_dq[e], H, I + i0, I + i1, up, simd_);
       const float* b13 = w.w13_bias.empty() ? nullptr : w.w13_bias.data() + e * 2 * I;  // (2I) gate | up
-      for (int64_t p = b.offset[e]; p < b.offset[e + 1]; ++p) {
-        const float* a = b.A + int64_t(b.src[p]) * H;
-        float* h = b.Hs + p * I;
-        for (int64_t r = 0; r < n; ++r) {
-          float g = dot(gate + r * H, a, H), u = dot(up + r * H, a, H);
-          if (b13) {
-            g += b13[i0 + r];
-            u += b13[I + i0 + r];
+      const float* a[kChunk];
+      float d[kChunk * 2 * kRows];
+      for (int64_t p0 = b.offset[e]; p0 < b.offset[e + 1]; p0 += kChunk) {
+        const int64_t np = std::min<int64_t>(kChunk, b.offset[e + 1] - p0);
+        for (int64_t c = 0; c < np; ++c) a[c] = b.A + int64_t(b.src[p0 + c]) * H;
+        dots(simd_, gate, 2 * n, H, a, np, d, 2 * n);
+        for (int64_t c = 0; c < np; ++c) {
+          float* h = b.Hs + (p0 + c) * I;
+          for (int64_t r = 0; r < n; ++r) {
+            float g = d[c * 2 * n + r], u = d[c * 2 * n + n + r];
+            if (b13) {
+              g += b13[i0 + r];
+              u += b13[I + i0 + r];
+            }
+            h[i0 + r] = round_bf16(activation(w.desc, g, u));
           }
-          h[i0 + r] = round_bf16(activation(w.desc, g, u));
         }
       }
     });
     if (w.desc.act_quant == ActQuant::nvfp4)
       parallel_for(R, threads_, [&](int64_t p, int) { nvfp4_fake_quant(b.Hs + p * I, I, 1.0f / w.a2_dq, w.a2_dq, b.Hs + p * I); });
 
-    // GEMM 2: item = (expert e, output rows [o0, o0 + kRows)).
+    // GEMM 2: item = (expert e, output rows [o0, o0 + kRows)), the expert's rows of Hs in
+    // chunks of kChunk as in GEMM 1.
     const int64_t blocks2 = (H + kRows - 1) / kRows;
     parallel_for(EL * blocks2, threads_, [&](int64_t item, int tid) {
       const int64_t e = item / blocks2, o0 = item % blocks2 * kRows, o1 = std::min(H, o0 + kRows), n = o1 - o0;
@@ -389,21 +557,27 @@ class CpuBackend final : public Backend {
       dequantize(w.w2.data() + e * H * (I / 2), w.w2_scale.data() + e * H * (I / w.block), w.block, w.w2_dq[e], I,
                  o0, o1, down, simd_);
       const float* b2 = w.w2_bias.empty() ? nullptr : w.w2_bias.data() + e * H;  // (H)
-      for (int64_t p = b.offset[e]; p < b.offset[e + 1]; ++p) {
-        const float* h = b.Hs + p * I;
-        float* y = b.Ys + p * H;
-        for (int64_t r = 0; r < n; ++r) y[o0 + r] = dot(down + r * I, h, I) + (b2 ? b2[o0 + r] : 0.0f);
+      const float* a[kChunk];
+      float d[kChunk * kRows];
+      for (int64_t p0 = b.offset[e]; p0 < b.offset[e + 1]; p0 += kChunk) {
+        const int64_t np = std::min<int64_t>(kChunk, b.offset[e + 1] - p0);
+        for (int64_t c = 0; c < np; ++c) a[c] = b.Hs + (p0 + c) * I;
+        dots(simd_, down, n, I, a, np, d, n);
+        for (int64_t c = 0; c < np; ++c) {
+          float* y = b.Ys + (p0 + c) * H;
+          for (int64_t r = 0; r < n; ++r) y[o0 + r] = d[c * n + r] + (b2 ? b2[o0 + r] : 0.0f);
+        }
       }
     });
   }
 
   std::shared_ptr<const HostWeights> w_;
   int threads_;
-  bool simd_;
+  Simd simd_;
 };
 
 std::unique_ptr<Backend> create_cpu(std::shared_ptr<const HostWeights> w, const PrepareOptions&) {
-  return std::make_unique<CpuBackend>(std::move(w), thread_count(), simd_wanted());
+  return std::make_unique<CpuBackend>(std::move(w), thread_count(), simd_level());
 }
 
 }  // namespace
