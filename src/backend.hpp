@@ -71,6 +71,10 @@ struct BackendEntry {
                                      const PrepareOptions& options);
 };
 
+// The cpu backend's SIMD level here ("avx512", "avx2" or "scalar"), as FP4MOE_CPU_SIMD selects
+// it; throws Error(invalid_argument) naming the variable for a bad value (src/cpu).
+std::string cpu_simd_level();
+
 // The ladder, best first (src/select/registry.cpp).
 const std::vector<BackendEntry>& registry();
 

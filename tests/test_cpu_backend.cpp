@@ -74,7 +74,7 @@ std::vector<float> run_f32(const MoEProblem& p, size_t workspace_bytes, const Fo
   return std::vector<float>(out, out + T * H);
 }
 
-// The FP4MOE_CPU_SIMD levels this CPU has besides the scalar loops.
+// The FP4MOE_CPU_SIMD levels this CPU has besides the scalar loops, best last.
 std::vector<const char*> simd_levels() {
   std::vector<const char*> v;
 #if defined(__x86_64__)
@@ -254,6 +254,28 @@ TEST(CpuBackendSelect, BadThreadVariableIsNamed) { expect_bad_variable_named("FP
 TEST(CpuBackendSelect, BadSimdVariableIsNamed) {
   expect_bad_variable_named("FP4MOE_CPU_SIMD", "yes");
   expect_bad_variable_named("FP4MOE_CPU_SIMD", "avx1024");
+}
+
+// build_info() names the level the backend runs: the best this CPU has by default, each level
+// asked for, and why not for a bad value.
+TEST(CpuBackendSelect, BuildInfoNamesTheSimdLevel) {
+  const std::vector<const char*> have = simd_levels();  // best last
+  {
+    ScopedEnv env("FP4MOE_CPU_SIMD", nullptr);
+    EXPECT_EQ(build_info().cpu_simd, have.empty() ? "scalar" : have.back());
+  }
+  {
+    ScopedEnv env("FP4MOE_CPU_SIMD", "0");
+    EXPECT_EQ(build_info().cpu_simd, "scalar");
+  }
+  for (const char* level : have) {
+    ScopedEnv env("FP4MOE_CPU_SIMD", level);
+    EXPECT_EQ(build_info().cpu_simd, level);
+  }
+  ScopedEnv env("FP4MOE_CPU_SIMD", "yes");
+  const std::string s = build_info().cpu_simd;
+  EXPECT_EQ(s.rfind("unusable: ", 0), 0u) << s;
+  EXPECT_NE(s.find("FP4MOE_CPU_SIMD"), std::string::npos) << s;
 }
 
 // A level this CPU lacks is refused by name, not run. (On a CPU with AVX-512 there is none to ask

@@ -23,6 +23,7 @@ int run_info(const InfoOptions& opt) {
   j["version"] = version();
   j["cuda_archs"] = bi.cuda_archs;
   j["cuda_devices"] = bi.cuda_devices;
+  j["cpu_simd"] = bi.cpu_simd;
   if (!build_error.empty()) j["build_info_error"] = build_error;
 
   nlohmann::json jb = nlohmann::json::array();
@@ -69,6 +70,8 @@ int run_info(const InfoOptions& opt) {
   std::printf("CUDA architectures compiled in: %s\n", archs.empty() ? "none (CPU-only build)" : archs.c_str());
   std::printf("CUDA devices: %d\n", bi.cuda_device_count);
   for (size_t i = 0; i < bi.cuda_devices.size(); ++i) std::printf("  %zu: %s\n", i, bi.cuda_devices[i].c_str());
+  std::printf("CPU backend SIMD: %s (FP4MOE_CPU_SIMD=%s)\n", bi.cpu_simd.c_str(),
+              std::getenv("FP4MOE_CPU_SIMD") ? std::getenv("FP4MOE_CPU_SIMD") : "unset");
   if (!build_error.empty()) std::printf("  (build_info failed: %s)\n", build_error.c_str());
 
   std::printf("\nBackends (best first):\n");

@@ -184,6 +184,9 @@ struct BuildInfo {
   std::vector<std::string> cuda_archs;   // compiled in, e.g. "sm_80", "sm_90a"
   int cuda_device_count = 0;
   std::vector<std::string> cuda_devices; // "NVIDIA H200 (sm_90, 132 SMs, 139 GiB)"
+  // The cpu backend's SIMD level on this CPU under FP4MOE_CPU_SIMD: "avx512", "avx2" or
+  // "scalar"; "unusable: <why>" when the variable asks for what cannot run.
+  std::string cpu_simd;
 };
 BuildInfo build_info();
 

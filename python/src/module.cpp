@@ -443,6 +443,7 @@ NB_MODULE(_C, m) {
     d["cuda_archs"] = b.cuda_archs;
     d["cuda_device_count"] = b.cuda_device_count;
     d["cuda_devices"] = b.cuda_devices;
+    d["cpu_simd"] = b.cpu_simd;
     return d;
   });
 

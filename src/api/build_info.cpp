@@ -13,6 +13,11 @@ namespace fp4moe {
 BuildInfo build_info() {
   BuildInfo b;
   b.version = version();
+  try {
+    b.cpu_simd = detail::cpu_simd_level();
+  } catch (const Error& e) {
+    b.cpu_simd = std::string("unusable: ") + e.what();
+  }
 #if defined(FP4MOE_WITH_CUDA)
   // FP4MOE_CUDA_ARCH_LIST: "sm_80,sm_90a,sm_100,compute_100" (set by CMake)
   const std::string list = FP4MOE_CUDA_ARCH_LIST;

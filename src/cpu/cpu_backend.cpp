@@ -582,6 +582,11 @@ std::unique_ptr<Backend> create_cpu(std::shared_ptr<const HostWeights> w, const 
 
 }  // namespace
 
+std::string cpu_simd_level() {
+  const Simd s = simd_level();
+  return s == Simd::avx512 ? "avx512" : s == Simd::avx2 ? "avx2" : "scalar";
+}
+
 BackendEntry cpu_backend_entry() {
   return BackendEntry{
       "cpu",
