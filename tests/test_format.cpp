@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "format/quant.hpp"
@@ -287,6 +288,102 @@ TEST(FormatE4m3, SaturatesSubnormalsAndNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_EQ(e4m3_from_f32(nan) & 0x7F, 0x7F);
   EXPECT_TRUE(std::isnan(e4m3_to_f32(e4m3_from_f32(nan))));
+}
+
+// Every fp32 bit pattern through both encoders, against oracles fast enough for 2^32 inputs
+// and written another way than format.h's (which rounds by one fp32 addition):
+//   e2m1: comparisons with the midpoints of the value table, "<=" where the lower neighbour
+//         has the even code;
+//   e4m3: x divided by its quantum, rounded by rint, the fields re-derived from the product.
+// Both are first checked against the nearest-value search on a dense sweep, so that the
+// exhaustive comparison rests on it.
+uint8_t oracle_e2m1_by_midpoints(float x) {
+  const float a = std::fabs(x);
+  uint8_t c = 7;  // > 5, and NaN (every comparison false)
+  if (a <= 0.25f) c = 0;
+  else if (a < 0.75f) c = 1;
+  else if (a <= 1.25f) c = 2;
+  else if (a < 1.75f) c = 3;
+  else if (a <= 2.5f) c = 4;
+  else if (a < 3.5f) c = 5;
+  else if (a <= 5.0f) c = 6;
+  return uint8_t(c | (!std::isnan(x) && std::signbit(x) ? 8 : 0));
+}
+uint8_t oracle_e4m3_by_rint(float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  if (std::isnan(x)) return uint8_t(sign | 0x7F);
+  const float f = std::fabs(x);
+  if (f >= 448.0f) return uint8_t(sign | 0x7E);
+  const int e = std::max(std::ilogb(f == 0.0f ? 1.0f : f), -6);  // binade, at least the smallest normal's
+  const float q = std::ldexp(1.0f, e - 3);
+  const float v = std::rint(f / q) * q;  // a power-of-two division: exact
+  if (v >= 448.0f) return uint8_t(sign | 0x7E);
+  if (v < std::ldexp(1.0f, -6)) return uint8_t(sign | int(v / std::ldexp(1.0f, -9)));
+  const int ve = std::ilogb(v);
+  return uint8_t(sign | (ve + 7) << 3 | int(std::ldexp(v, -ve) * 8.0f - 8.0f));
+}
+
+// Calls check(lo, hi) over [0, 2^32) in as many slices as the machine has threads; returns
+// the first failing pattern's description, or "".
+template <class Check>
+std::string every_pattern(Check check) {
+  const unsigned n = std::max(2u, std::thread::hardware_concurrency());
+  std::vector<std::string> first(n);
+  std::vector<std::thread> pool;
+  const uint64_t step = ((uint64_t(1) << 32) + n - 1) / n;
+  for (unsigned t = 0; t < n; ++t)
+    pool.emplace_back([&, t] {
+      const uint64_t lo = t * step, hi = std::min<uint64_t>(lo + step, uint64_t(1) << 32);
+      for (uint64_t b = lo; b < hi; ++b) {
+        std::string why = check(uint32_t(b));
+        if (!why.empty()) {
+          first[t] = why;
+          return;
+        }
+      }
+    });
+  for (auto& th : pool) th.join();
+  for (const auto& f : first)
+    if (!f.empty()) return f;
+  return "";
+}
+
+std::string hex(uint32_t b) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08X", unsigned(b));
+  return buf;
+}
+
+TEST(FormatE2m1, EncodesEveryFp32PatternAsTheMidpointOracle) {
+  for (int i = -9000; i <= 9000; ++i) {
+    const float x = float(i) * 0.001f;
+    ASSERT_EQ(oracle_e2m1_by_midpoints(x), oracle_e2m1_encode(x)) << x;
+  }
+  const std::string bad = every_pattern([](uint32_t b) -> std::string {
+    const float x = bits_f32(b);
+    const uint8_t got = e2m1_from_f32(x), want = oracle_e2m1_by_midpoints(x);
+    return got == want ? "" : hex(b) + ": code " + std::to_string(got) + ", want " + std::to_string(want);
+  });
+  EXPECT_EQ(bad, "");
+}
+
+TEST(FormatE4m3, EncodesEveryFp32PatternAsTheRintOracle) {
+  for (int i = 0; i <= 40000; ++i) {
+    const float x = std::pow(2.0f, -14.0f + 24.0f * float(i) / 40000.0f);
+    ASSERT_EQ(oracle_e4m3_by_rint(x), oracle_e4m3_encode(x)) << x;
+    ASSERT_EQ(oracle_e4m3_by_rint(-x), oracle_e4m3_encode(-x)) << -x;
+  }
+  for (int c = 0; c < 0x7F; ++c) {  // every value and every midpoint, and their neighbours
+    const float v = oracle_e4m3(uint8_t(c)), mid = c < 0x7E ? (v + oracle_e4m3(uint8_t(c + 1))) / 2 : 464.0f;
+    for (const float x : {v, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)})
+      ASSERT_EQ(oracle_e4m3_by_rint(x), oracle_e4m3_encode(x)) << x;
+  }
+  const std::string bad = every_pattern([](uint32_t b) -> std::string {
+    const float x = bits_f32(b);
+    const uint8_t got = e4m3_from_f32(x), want = oracle_e4m3_by_rint(x);
+    return got == want ? "" : hex(b) + ": code " + std::to_string(got) + ", want " + std::to_string(want);
+  });
+  EXPECT_EQ(bad, "");
 }
 
 TEST(FormatE8m0, DecodesEveryCode) {

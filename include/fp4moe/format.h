@@ -63,11 +63,11 @@ FP4MOE_HD float exp2i(int e) {
 // Magnitudes by code 0..7: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
 // ---------------------------------------------------------------------------
 FP4MOE_HD float e2m1_to_f32(uint8_t code) {
+  // code 1 is the subnormal 0.5; codes 2..7 are (1 + m/2) * 2^(e-1), whose fp32 bits are the
+  // code's exponent and mantissa bits placed at bits 24-22 over an exponent of 126. No branch.
   const uint32_t mag = code & 7u;
-  // code 1 is the subnormal 0.5; codes 2..7 are (1 + m/2) * 2^(e-1).
-  const float v = mag < 2 ? 0.5f * float(mag)
-                          : (1.0f + 0.5f * float(mag & 1u)) * exp2i(int(mag >> 1) - 1);
-  return (code & 8u) ? -v : v;
+  const uint32_t v = mag >= 2 ? (mag << 22) + (126u << 23) : mag == 1 ? 0x3F000000u : 0u;
+  return bits_f32(v | uint32_t(code & 8u) << 28);
 }
 
 // Round to nearest, ties to even code, saturate at 6. The thresholds are the
@@ -76,19 +76,23 @@ FP4MOE_HD float e2m1_to_f32(uint8_t code) {
 // x * inv, and the sign of a NaN product is not portable (x86 keeps the NaN operand's,
 // CUDA returns the canonical +NaN), while host and device must encode the same bytes.
 // Weights are checked for NaN before they reach this.
+//
+// Arithmetic, no branch (the kernels' requantization runs it per element; the comparison
+// chain it replaces compiled to three divergent branches per element): |x|, clamped to 8 as
+// bits (NaN too), rounds to a multiple k of the e2m1 quantum q at |x| (0.5 below 2, 1 below
+// 4, 2 below 8, 4 at 8) by one fp32 addition of 1.5 * 2^23 * q, whose sum is
+// that constant plus k * q with k rounded to nearest even: k's parity is the code's, so the
+// ties land on the even code. Then code = k + 2 log2(2q), at most 7.
 FP4MOE_HD uint8_t e2m1_from_f32(float x) {
-  const float a = fabsf(x);
-  uint8_t c;
-  if (a <= 0.25f) c = 0;        // tie 0.25 -> 0 (code 0 even)
-  else if (a < 0.75f) c = 1;    // tie 0.75 -> 1.0 (code 2 even)
-  else if (a <= 1.25f) c = 2;   // tie 1.25 -> 1.0
-  else if (a < 1.75f) c = 3;    // tie 1.75 -> 2.0
-  else if (a <= 2.5f) c = 4;    // tie 2.5 -> 2.0
-  else if (a < 3.5f) c = 5;     // tie 3.5 -> 4.0
-  else if (a <= 5.0f) c = 6;    // tie 5.0 -> 4.0
-  else c = 7;                   // > 5 (and NaN) -> 6
-  const uint32_t neg = a == a ? f32_bits(x) >> 31 : 0u;  // NaN: sign ignored (see above)
-  return uint8_t(c | (neg << 3));
+  const uint32_t u = f32_bits(x), mag = u & 0x7FFFFFFFu;
+  const uint32_t a = mag < 0x41000000u ? mag : 0x41000000u;  // |x| as bits, at most 8.0 (NaN, inf: 8)
+  const int32_t qe = int32_t(a >> 23) - 1;                     // the quantum's exponent field...
+  const uint32_t q = uint32_t(qe > 126 ? qe : 126);           // ...at least 0.5's
+  const uint32_t magic = (q + 23u) << 23 | 0x400000u;         // 1.5 * 2^23 * 2^(q - 127)
+  const uint32_t k = f32_bits(bits_f32(a) + bits_f32(magic)) - magic;
+  const uint32_t c = k + 2u * (q - 126u);
+  const uint32_t neg = mag <= 0x7F800000u ? u >> 31 : 0u;  // NaN: sign ignored (see above)
+  return uint8_t((c < 7u ? c : 7u) | neg << 3);
 }
 
 // ---------------------------------------------------------------------------
@@ -96,36 +100,29 @@ FP4MOE_HD uint8_t e2m1_from_f32(float x) {
 // subnormals m * 2^-9.
 // ---------------------------------------------------------------------------
 FP4MOE_HD float e4m3_to_f32(uint8_t code) {
-  const uint32_t e = (code >> 3) & 15u, m = code & 7u;
-  const bool neg = code & 0x80u;
-  if (e == 15 && m == 7) return bits_f32(0x7FC00000u | (neg ? 0x80000000u : 0u));
-  const float v = e == 0 ? float(m) * exp2i(-9) : (1.0f + float(m) * 0.125f) * exp2i(int(e) - 7);
-  return neg ? -v : v;
+  // A normal code's exponent and mantissa bits placed at bits 30-20 over an exponent of 120
+  // are its fp32 bits; a subnormal's value m * 2^-9 is exact in fp32. No branch.
+  const uint32_t c = code & 0x7Fu;
+  const uint32_t v = c == 0x7Fu ? 0x7FC00000u : c >= 8u ? (c << 20) + (120u << 23) : f32_bits(float(c) * exp2i(-9));
+  return bits_f32(v | uint32_t(code & 0x80u) << 24);
 }
 
 // fp32 -> e4m3fn, round to nearest even, saturating to +-448; NaN -> 0x7F (sign kept).
+// Arithmetic, no branch and no division: |x|, clamped to 512 as bits (inf too), rounds to a
+// multiple k of the e4m3 quantum q = 2^(max(e, -6) - 3) at |x| (e its exponent) by one fp32
+// addition of 1.5 * 2^23 * q (k rounded to nearest even, and k's parity is the code's). In
+// binade E (fp32 exponent field, at least 121 = 2^-6's) the code is 8 (E - 120) + k - 8: a
+// subnormal's k is its mantissa, a normal's k is 8 + its mantissa, and k = 16 (rounded up into
+// the next binade) gives that binade's first code. Then at most 0x7E (448).
 FP4MOE_HD uint8_t e4m3_from_f32(float x) {
-  const uint32_t u = f32_bits(x);
-  const uint8_t sign = uint8_t((u >> 24) & 0x80u);
-  const uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return uint8_t(sign | 0x7F);  // NaN
-  const float f = bits_f32(a);
-  if (f >= kE4m3Max) return uint8_t(sign | 0x7E);    // saturate (inf too)
-  // Quantum of e4m3 at |x|: 2^(max(e,-6) - 3). Rounding to that quantum with RNE is
-  // exactly what rint does on x / quantum (a power-of-two division is exact).
-  int e = int(a >> 23) - 127;
-  if (e < -6) e = -6;
-  const float q = exp2i(e - 3);
-  const float r = rintf(f / q);  // integer in [0, 16] * 2^..., RNE
-  // r * q may carry into the next binade (e.g. 15.5 -> 16): re-derive the fields.
-  const float v = r * q;
-  if (v == 0.0f) return sign;
-  if (v >= kE4m3Max) return uint8_t(sign | 0x7E);
-  const uint32_t vb = f32_bits(v);
-  const int ve = int(vb >> 23) - 127;
-  if (ve < -6) return uint8_t(sign | uint8_t(r));  // subnormal: m = v / 2^-9
-  const uint32_t mant = (vb >> 20) & 7u;
-  return uint8_t(sign | uint8_t((ve + 7) << 3) | uint8_t(mant));
+  const uint32_t u = f32_bits(x), mag = u & 0x7FFFFFFFu;
+  const uint32_t sign = (u >> 24) & 0x80u;
+  const uint32_t a = mag < 0x44000000u ? mag : 0x44000000u;  // |x| as bits, at most 512 (inf: 512)
+  const uint32_t e = a >> 23 > 121u ? a >> 23 : 121u;
+  const uint32_t magic = (e + 20u) << 23 | 0x400000u;  // 1.5 * 2^23 * 2^(e - 130)
+  const uint32_t k = f32_bits(bits_f32(a) + bits_f32(magic)) - magic;
+  const uint32_t c = (e << 3) + k - 968u;
+  return uint8_t(sign | (mag > 0x7F800000u ? 0x7Fu : c < 0x7Eu ? c : 0x7Eu));
 }
 
 // ---------------------------------------------------------------------------

@@ -352,6 +352,12 @@ void activation_mid_sweep(Activation act, float alpha, float limit, uint64_t cou
 // Every fp32 bit pattern as lo (hi: another pattern made from it) through bf16x2_from_f32 on the
 // current device: the number of pairs whose bits differ from bf16_from_f32's. Synchronous.
 uint64_t bf16_rn_sweep();
+// Every fp32 bit pattern b through e2m1_from_f32 (sums[0]) and e4m3_from_f32 (sums[1]) on the
+// current device, as the sum over b of (code + 1) * fp4_encode_mix(b) mod 2^64: equal to the
+// host's sum exactly when every code is (up to cancellation among several differing codes,
+// since one differing code changes the sum: the mix is odd). Synchronous.
+FP4MOE_HD uint64_t fp4_encode_mix(uint32_t b) { return (uint64_t(b) * 0x9E3779B97F4A7C15ull) | 1u; }
+void fp4_encode_checksums(uint64_t sums[2]);
 void sm80_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 void sm80_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 // splitk: run the split-K kernels and return true, or return false (not a decode shape, or

@@ -141,6 +141,27 @@ __global__ void bf16_rn_sweep_kernel(unsigned long long* differ_out) {
   if (threadIdx.x % 32 == 0) atomicAdd(differ_out, differ);
 }
 
+// fp4_encode_checksums: every fp32 bit pattern b once, grid-stride; per encoder the sum over b
+// of (code + 1) * fp4_encode_mix(b), mod 2^64.
+__global__ void fp4_encode_checksums_kernel(unsigned long long* sums) {
+  unsigned long long s2 = 0, s3 = 0;
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t(1) << 32); i += stride) {
+    const float x = bits_f32(uint32_t(i));
+    const uint64_t mix = fp4_encode_mix(uint32_t(i));
+    s2 += (uint64_t(e2m1_from_f32(x)) + 1) * mix;
+    s3 += (uint64_t(e4m3_from_f32(x)) + 1) * mix;
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    s2 += __shfl_xor_sync(0xFFFFFFFFu, s2, o);
+    s3 += __shfl_xor_sync(0xFFFFFFFFu, s3, o);
+  }
+  if (threadIdx.x % 32 == 0) {
+    atomicAdd(&sums[0], s2);
+    atomicAdd(&sums[1], s3);
+  }
+}
+
 unsigned grid_for(int64_t total) {
   const int64_t blocks = (total + kThreads - 1) / kThreads;
   return unsigned(blocks < (1 << 20) ? blocks : (1 << 20));
@@ -188,6 +209,13 @@ void activation_mid_sweep(Activation act, float alpha, float limit, uint64_t cou
   sweep_counts(2, h, [&](unsigned long long* d) { activation_mid_sweep_kernel<<<4096, 256>>>(act, alpha, limit, d); });
   counts[0] = h[0];
   counts[1] = h[1];
+}
+
+void fp4_encode_checksums(uint64_t sums[2]) {
+  unsigned long long h[2] = {};
+  sweep_counts(2, h, [](unsigned long long* d) { fp4_encode_checksums_kernel<<<4096, 256>>>(d); });
+  sums[0] = h[0];
+  sums[1] = h[1];
 }
 
 uint64_t bf16_rn_sweep() {

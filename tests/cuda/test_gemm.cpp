@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -2048,6 +2050,34 @@ TEST(CudaGemmActivation, MidRouteMatchesEveryInputOnTheGpu) {
 TEST(CudaGemmActivation, Bf16RoundingMatchesTheFormatOnEveryInput) {
   FP4MOE_SKIP_WITHOUT_GPU();
   EXPECT_EQ(bf16_rn_sweep(), 0u) << "value pairs whose bf16 bits differ from bf16_from_f32's";
+}
+
+// format.h's FP4 encoders (the requantization's) on the GPU for every one of the 2^32 fp32
+// patterns: the same codes as on the host, where tests/test_format.cpp checks every pattern
+// against oracles. Compared as checksums (fp4_encode_checksums).
+TEST(CudaFormat, Fp4EncodersMatchTheHostOnEveryInput) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  uint64_t device[2] = {};
+  fp4_encode_checksums(device);
+  // the host's sums, in slices over the machine's threads (sums mod 2^64 in any order)
+  const unsigned n = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::array<uint64_t, 2>> part(n, {0, 0});
+  std::vector<std::thread> pool;
+  const uint64_t step = ((uint64_t(1) << 32) + n - 1) / n;
+  for (unsigned t = 0; t < n; ++t)
+    pool.emplace_back([&, t] {
+      for (uint64_t i = t * step; i < std::min<uint64_t>((t + 1) * step, uint64_t(1) << 32); ++i) {
+        const float x = bits_f32(uint32_t(i));
+        const uint64_t mix = fp4_encode_mix(uint32_t(i));
+        part[t][0] += (uint64_t(e2m1_from_f32(x)) + 1) * mix;
+        part[t][1] += (uint64_t(e4m3_from_f32(x)) + 1) * mix;
+      }
+    });
+  for (auto& th : pool) th.join();
+  uint64_t host[2] = {};
+  for (const auto& p : part) host[0] += p[0], host[1] += p[1];
+  EXPECT_EQ(device[0], host[0]) << "e2m1_from_f32: some pattern's code differs on the GPU";
+  EXPECT_EQ(device[1], host[1]) << "e4m3_from_f32: some pattern's code differs on the GPU";
 }
 
 // The prepared layout as a whole, on the host: for every (expert, row, k) of random NVFP4
