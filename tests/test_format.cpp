@@ -13,12 +13,12 @@
 #include <limits>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "format/quant.hpp"
 #include "fp4moe/format.h"
 #include "fp4moe/fp4moe.hpp"
+#include "pattern_slices.hpp"
 
 namespace {
 
@@ -327,22 +327,16 @@ uint8_t oracle_e4m3_by_rint(float x) {
 // the first failing pattern's description, or "".
 template <class Check>
 std::string every_pattern(Check check) {
-  const unsigned n = std::max(2u, std::thread::hardware_concurrency());
-  std::vector<std::string> first(n);
-  std::vector<std::thread> pool;
-  const uint64_t step = ((uint64_t(1) << 32) + n - 1) / n;
-  for (unsigned t = 0; t < n; ++t)
-    pool.emplace_back([&, t] {
-      const uint64_t lo = t * step, hi = std::min<uint64_t>(lo + step, uint64_t(1) << 32);
-      for (uint64_t b = lo; b < hi; ++b) {
-        std::string why = check(uint32_t(b));
-        if (!why.empty()) {
-          first[t] = why;
-          return;
-        }
+  std::vector<std::string> first(fp4moe::testing::pattern_slices());
+  fp4moe::testing::for_each_pattern_slice([&](unsigned t, uint64_t lo, uint64_t hi) {
+    for (uint64_t b = lo; b < hi; ++b) {
+      std::string why = check(uint32_t(b));
+      if (!why.empty()) {
+        first[t] = why;
+        return;
       }
-    });
-  for (auto& th : pool) th.join();
+    }
+  });
   for (const auto& f : first)
     if (!f.empty()) return f;
   return "";

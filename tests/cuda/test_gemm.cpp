@@ -13,7 +13,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "cuda/gemm.hpp"
 #include "cuda/gemm_internal.hpp"
 #include "format/quant.hpp"
+#include "pattern_slices.hpp"
 #include "prepare/prepare.hpp"
 
 namespace fp4moe::cuda {
@@ -2060,20 +2060,15 @@ TEST(CudaFormat, Fp4EncodersMatchTheHostOnEveryInput) {
   uint64_t device[2] = {};
   fp4_encode_checksums(device);
   // the host's sums, in slices over the machine's threads (sums mod 2^64 in any order)
-  const unsigned n = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::array<uint64_t, 2>> part(n, {0, 0});
-  std::vector<std::thread> pool;
-  const uint64_t step = ((uint64_t(1) << 32) + n - 1) / n;
-  for (unsigned t = 0; t < n; ++t)
-    pool.emplace_back([&, t] {
-      for (uint64_t i = t * step; i < std::min<uint64_t>((t + 1) * step, uint64_t(1) << 32); ++i) {
-        const float x = bits_f32(uint32_t(i));
-        const uint64_t mix = fp4_encode_mix(uint32_t(i));
-        part[t][0] += (uint64_t(e2m1_from_f32(x)) + 1) * mix;
-        part[t][1] += (uint64_t(e4m3_from_f32(x)) + 1) * mix;
-      }
-    });
-  for (auto& th : pool) th.join();
+  std::vector<std::array<uint64_t, 2>> part(fp4moe::testing::pattern_slices(), {0, 0});
+  fp4moe::testing::for_each_pattern_slice([&](unsigned t, uint64_t lo, uint64_t hi) {
+    for (uint64_t i = lo; i < hi; ++i) {
+      const float x = bits_f32(uint32_t(i));
+      const uint64_t mix = fp4_encode_mix(uint32_t(i));
+      part[t][0] += (uint64_t(e2m1_from_f32(x)) + 1) * mix;
+      part[t][1] += (uint64_t(e4m3_from_f32(x)) + 1) * mix;
+    }
+  });
   uint64_t host[2] = {};
   for (const auto& p : part) host[0] += p[0], host[1] += p[1];
   EXPECT_EQ(device[0], host[0]) << "e2m1_from_f32: some pattern's code differs on the GPU";
