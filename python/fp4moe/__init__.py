@@ -209,7 +209,8 @@ def backends() -> list:
 
 
 def info() -> dict:
-    """Version, compiled CUDA architectures, visible CUDA devices and backends."""
+    """Version, compiled CUDA architectures, visible CUDA devices, the CPU backend's SIMD level
+    (cpu_simd: "avx512", "avx2" or "scalar") and backends."""
     d = dict(_C.build_info())
     d["with_cuda"] = bool(_C.with_cuda)
     d["backends"] = _C.backends()
