@@ -323,8 +323,8 @@ uint8_t oracle_e4m3_by_rint(float x) {
   return uint8_t(sign | (ve + 7) << 3 | int(std::ldexp(v, -ve) * 8.0f - 8.0f));
 }
 
-// Calls check(lo, hi) over [0, 2^32) in as many slices as the machine has threads; returns
-// the first failing pattern's description, or "".
+// Calls check(b) for every fp32 bit pattern b, in as many slices as the machine has threads;
+// returns a failing pattern's description (the first of the first slice that has one), or "".
 template <class Check>
 std::string every_pattern(Check check) {
   std::vector<std::string> first(fp4moe::testing::pattern_slices());
@@ -348,17 +348,21 @@ std::string hex(uint32_t b) {
   return buf;
 }
 
+// A pattern whose code from `encoder` differs from the oracle's, described, or "".
+std::string code_differing_from(uint8_t (*encoder)(float), uint8_t (*oracle)(float)) {
+  return every_pattern([&](uint32_t b) -> std::string {
+    const float x = bits_f32(b);
+    const uint8_t got = encoder(x), want = oracle(x);
+    return got == want ? "" : hex(b) + ": code " + std::to_string(got) + ", want " + std::to_string(want);
+  });
+}
+
 TEST(FormatE2m1, EncodesEveryFp32PatternAsTheMidpointOracle) {
   for (int i = -9000; i <= 9000; ++i) {
     const float x = float(i) * 0.001f;
     ASSERT_EQ(oracle_e2m1_by_midpoints(x), oracle_e2m1_encode(x)) << x;
   }
-  const std::string bad = every_pattern([](uint32_t b) -> std::string {
-    const float x = bits_f32(b);
-    const uint8_t got = e2m1_from_f32(x), want = oracle_e2m1_by_midpoints(x);
-    return got == want ? "" : hex(b) + ": code " + std::to_string(got) + ", want " + std::to_string(want);
-  });
-  EXPECT_EQ(bad, "");
+  EXPECT_EQ(code_differing_from(e2m1_from_f32, oracle_e2m1_by_midpoints), "");
 }
 
 TEST(FormatE4m3, EncodesEveryFp32PatternAsTheRintOracle) {
@@ -372,12 +376,7 @@ TEST(FormatE4m3, EncodesEveryFp32PatternAsTheRintOracle) {
     for (const float x : {v, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)})
       ASSERT_EQ(oracle_e4m3_by_rint(x), oracle_e4m3_encode(x)) << x;
   }
-  const std::string bad = every_pattern([](uint32_t b) -> std::string {
-    const float x = bits_f32(b);
-    const uint8_t got = e4m3_from_f32(x), want = oracle_e4m3_by_rint(x);
-    return got == want ? "" : hex(b) + ": code " + std::to_string(got) + ", want " + std::to_string(want);
-  });
-  EXPECT_EQ(bad, "");
+  EXPECT_EQ(code_differing_from(e4m3_from_f32, oracle_e4m3_by_rint), "");
 }
 
 TEST(FormatE8m0, DecodesEveryCode) {
