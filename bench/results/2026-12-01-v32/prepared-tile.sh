@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Prepared in v32 (carry [".carry/z46"]: main 1028681's CLI, sm_90a; ~420 s). No build needed.
+# The fast path's 16- against 24-token tile where its rule picks 24: 11.6-16 rows per active
+# expert (P(rows > 16) > kSm80TileMaxSpill = 8%; from 16 rows wgmma runs). v32 call 3: at 12
+# rows 16 won (qwen3-30b T = 192 -4.2%, qwen3-235b -1.5%); 13-15 rows unmeasured. This A/B
+# gives the crossover, so that the 16 -> 24 step gets its own spill threshold.
+# default | FP4MOE_SM80_TILE=16 | =24, one process per point, alternated, the first round --check.
+# Rows per expert 12 / 13 / 14 / 15: qwen3 T = 192 / 208 / 224 / 240, gpt-oss-120b and
+# deepseek-v3 T = 384 / 416 / 448 / 480 (deepseek-v3 in the first two rounds only: ~30 s a process).
+set -u
+start=$(date +%s)
+ok() { [ $(( $(date +%s) - start )) -lt $1 ]; }
+mkdir -p .carry/bin $OUT/ab
+python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" .carry/z46/cli.xz .carry/bin/fp4moe && chmod +x .carry/bin/fp4moe
+r=0
+while ok 330; do
+  r=$((r + 1)); chk=--no-check; [ $r = 1 ] && chk=--check
+  for v in def t16 t24; do
+    e=X=1; [ $v != def ] && e=FP4MOE_SM80_TILE=${v#t}
+    ms="qwen3-30b:192,208,224,240 qwen3-235b:192,208,224,240 gpt-oss-120b:384,416,448,480"
+    [ $r -le 2 ] && ms="$ms deepseek-v3:384,416,448,480"
+    for m in $ms; do
+      ok 380 || break 3
+      env $e timeout 40 .carry/bin/fp4moe bench --model ${m%%:*} --tokens ${m#*:} --iters 40 $chk --no-baseline --no-ceilings > $OUT/ab/$v-${m%%:*}-r$r.txt 2>&1
+    done
+  done
+done
+echo "rounds $r t=$(( $(date +%s) - start ))"
+grep -l FAIL $OUT/ab/*.txt; grep -c PASS $OUT/ab/*-r1.txt | tr '\n' ' '; echo
+cd $OUT && for f in ab/*-r*.txt; do b=$(basename $f .txt); v=${b%%-*}; rest=${b#*-}; m=${rest%-r*}; \
+  grep -E "^ +[0-9]+ +[0-9.]+ " $f | awk -v v=$v -v m=$m '{print m, $1, v, $2}'; done | sort | \
+  awk '{k=$1" "$2" "$3; a[k]=a[k]" "$4} END{for(k in a) print k, a[k]}' | sort -k1,1 -k2,2n -k3,3
+tar czf ab.tgz ab && rm -rf ab
