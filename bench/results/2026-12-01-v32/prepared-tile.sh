@@ -3,10 +3,14 @@
 # The fast path's 16- against 24-token tile where its rule picks 24: 11.6-16 rows per active
 # expert (P(rows > 16) > kSm80TileMaxSpill = 8%; from 16 rows wgmma runs). v32 call 3: at 12
 # rows 16 won (qwen3-30b T = 192 -4.2%, qwen3-235b -1.5%); 13-15 rows unmeasured. This A/B
-# gives the crossover, so that the 16 -> 24 step gets its own spill threshold.
-# default | FP4MOE_SM80_TILE=16 | =24, one process per point, alternated, the first round --check.
-# Rows per expert 12 / 13 / 14 / 15: qwen3 T = 192 / 208 / 224 / 240, gpt-oss-120b and
-# deepseek-v3 T = 384 / 416 / 448 / 480 (deepseek-v3 in the first two rounds only: ~30 s a process).
+# gives the crossover, so that the 16 -> 24 step gets its own spill threshold. The 8 -> 16 step
+# too: at 6 rows 8 and 16 tied (v32 call 3); 5.5 and 6.5 rows run here.
+# A cost model from v32's two points (the 24-token loop ~12-15% dearer per weight byte than the
+# 16-token one, which is ~15% dearer than the 8-token one) puts both crossovers near 12-15% spill
+# (about 12.5-13 and 6 rows), not the rule's 8%.
+# default | FP4MOE_SM80_TILE=8 | =16 | =24, one process per point, alternated, the first round --check.
+# Rows per expert 5.5 / 6.5 / 12 / 13 / 14 / 15: qwen3 T = 88 / 104 / 192 / 208 / 224 / 240,
+# gpt-oss-120b and deepseek-v3 T = twice those (deepseek-v3 in the first round only: ~30 s a process).
 set -u
 start=$(date +%s)
 ok() { [ $(( $(date +%s) - start )) -lt $1 ]; }
@@ -15,10 +19,10 @@ python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1])
 r=0
 while ok 330; do
   r=$((r + 1)); chk=--no-check; [ $r = 1 ] && chk=--check
-  for v in def t16 t24; do
+  for v in def t8 t16 t24; do
     e=X=1; [ $v != def ] && e=FP4MOE_SM80_TILE=${v#t}
-    ms="qwen3-30b:192,208,224,240 qwen3-235b:192,208,224,240 gpt-oss-120b:384,416,448,480"
-    [ $r -le 2 ] && ms="$ms deepseek-v3:384,416,448,480"
+    ms="qwen3-30b:88,104,192,208,224,240 qwen3-235b:88,104,192,208,224,240 gpt-oss-120b:176,208,384,416,448,480"
+    [ $r = 1 ] && ms="$ms deepseek-v3:176,208,384,416,448,480"
     for m in $ms; do
       ok 380 || break 3
       env $e timeout 40 .carry/bin/fp4moe bench --model ${m%%:*} --tokens ${m#*:} --iters 40 $chk --no-baseline --no-ceilings > $OUT/ab/$v-${m%%:*}-r$r.txt 2>&1
