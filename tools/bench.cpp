@@ -9,6 +9,7 @@
 // host), and with the check compare sampled tokens against a reference-backend layer built
 // from the same experts, regenerated from the seed. `--all` does every preset in turn.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -413,6 +414,21 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
               quant_label.c_str(), to_string(desc.routing.method));
   std::printf("checkpoint: %.2f GiB (%.1f MiB per expert)\n", ckpt / kGiB, per_expert / kMiB);
 
+  // The setup's phases, timed (stderr and the JSON): the benchmark's own cost, not the layer's.
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  json setup_s = json::object();
+  std::string setup_line;  // the phases in their order (the JSON object sorts its keys)
+  Clock::time_point phase = Clock::now();
+  auto lap = [&](const char* name) {
+    const double sec = since(phase);
+    setup_s[name] = std::round(sec * 100.0) / 100.0;
+    char part[96];
+    std::snprintf(part, sizeof part, "%s%s %.2f s", setup_line.empty() ? "" : ", ", name, sec);
+    setup_line += part;
+    phase = Clock::now();
+  };
+
   // ---- inputs ---------------------------------------------------------------
   std::vector<ActSet> act(static_cast<size_t>(sets));
   {
@@ -442,6 +458,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
                 so.a13_dq, so.a2_dq, (long long)ct, int(calib_experts.size()));
   }
   so.progress = true;
+  lap("inputs");
 
   // ---- weights, copies, baseline ------------------------------------------------
   // The fewest experts any set touches at the smallest token count decides how many
@@ -455,7 +472,9 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   std::unique_ptr<Bf16Baseline> baseline;
   std::string baseline_why, copies_note;
   {
+    lap("routing_touched");
     Synthetic full = make_synthetic(desc, o.seed, {}, so);
+    lap("synthetic_checkpoint");
     std::fflush(stdout);
     std::fprintf(stderr, "preparing %s ...\n", sel.backend.c_str());
     PrepareOptions po;
@@ -463,6 +482,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
     size_t free0 = 0, free1 = 0, total = 0;
     const bool mem = on_cuda && cuda_mem_info(0, &free0, &total);
     layers.push_back(Layer::prepare(desc, full.view(), po));
+    lap("prepare");
     const size_t ws_max = layers[0].workspace_size(Tmax);
     if (want_copies > 1 && mem && cuda_mem_info(0, &free1, &total) && free0 > free1) {
       // What one prepared copy really occupies; keep room for the buffers and one bf16 copy.
@@ -478,6 +498,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
         want_copies = fit;
       }
       for (int c = 1; c < want_copies; ++c) layers.push_back(Layer::prepare(desc, full.view(), po));
+      lap("prepare_copies");
     } else if (want_copies > 1 && on_cuda) {
       copies_note = "could not measure a copy's GPU memory: 1 weight copy";
       want_copies = 1;
@@ -488,10 +509,13 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
       const size_t reserve = dev_buffers + ws_max + size_t(Tmax * k) * size_t(4 * H + 6 * I + 8) + (size_t(1) << 30);
       std::fprintf(stderr, "building the bf16 baseline (%d cop%s) ...\n", bcopies, bcopies == 1 ? "y" : "ies");
       baseline = Bf16Baseline::create(full, layers[0].device_id(), bcopies, reserve, &baseline_why);
+      lap("baseline");
     } else {
       baseline_why = on_cuda ? "--no-baseline" : "n/a (no GPU)";
     }
   }  // the synthetic checkpoint is freed here
+  lap("free_checkpoint");
+  std::fprintf(stderr, "setup: %s\n", setup_line.c_str());
   Layer& layer = layers[0];
   const DeviceType dev = layer.device();
   const int dev_id = layer.device_id();
@@ -801,6 +825,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   run["expert_weight_bytes"] = per_expert;
   run["weight_copies"] = copies;
   run["weight_copies_note"] = copies_note;
+  run["setup_seconds"] = setup_s;
   run["l2_multiple"] = kL2Multiple;
   run["baseline"] = {{"ran", baseline != nullptr},
                      {"why_not", baseline ? json(nullptr) : json(baseline_why)},
