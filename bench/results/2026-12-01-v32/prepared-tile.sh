@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# Prepared in v32 (carry [".carry/z46"]: main 1028681's CLI, sm_90a; ~420 s). No build needed.
+# Prepared in v32 (carry [".carry/z46"]: main 1028681's CLI, sm_90a). No build needed.
+#   bash prepared-tile.sh tile      (~420 s): the fast path's token tile against its rule (below);
+#   bash prepared-tile.sh minrows   (~420 s): wgmma against the fast path at 16-24 rows per expert
+#     (FP4MOE_SM90_MIN_ROWS=25 / _MX=25 hand those shapes to the fast path). v21 §5 measured the
+#     fast path there +6 to +16% slower, before v24 / v25 cut its loop by 10-19% (-4 to -8%):
+#     qwen3 T = 256 / 320 / 384, gpt-oss-120b and deepseek-v3 T = 512 / 640 / 768 (16 / 20 / 24 rows).
 # The fast path's 16- against 24-token tile where its rule picks 24: 11.6-16 rows per active
 # expert (P(rows > 16) > kSm80TileMaxSpill = 8%; from 16 rows wgmma runs). v32 call 3: at 12
 # rows 16 won (qwen3-30b T = 192 -4.2%, qwen3-235b -1.5%); 13-15 rows unmeasured. This A/B
@@ -16,7 +21,22 @@ start=$(date +%s)
 ok() { [ $(( $(date +%s) - start )) -lt $1 ]; }
 mkdir -p .carry/bin $OUT/ab
 python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" .carry/z46/cli.xz .carry/bin/fp4moe && chmod +x .carry/bin/fp4moe
+mode=${1:-tile}
 r=0
+if [ $mode = minrows ]; then
+  while ok 330; do
+    r=$((r + 1)); chk=--no-check; [ $r = 1 ] && chk=--check
+    for v in def fast; do
+      e=X=1; [ $v = fast ] && e="FP4MOE_SM90_MIN_ROWS=25 FP4MOE_SM90_MIN_ROWS_MX=25"
+      ms="qwen3-30b:256,320,384 qwen3-235b:256,320,384 gpt-oss-120b:512,640,768"
+      [ $r -le 2 ] && ms="$ms deepseek-v3:512,640,768"
+      for m in $ms; do
+        ok 380 || break 3
+        env $e timeout 40 .carry/bin/fp4moe bench --model ${m%%:*} --tokens ${m#*:} --iters 40 $chk --no-baseline --no-ceilings > $OUT/ab/$v-${m%%:*}-r$r.txt 2>&1
+      done
+    done
+  done
+else
 while ok 330; do
   r=$((r + 1)); chk=--no-check; [ $r = 1 ] && chk=--check
   for v in def t8 t16 t24; do
@@ -29,6 +49,7 @@ while ok 330; do
     done
   done
 done
+fi
 echo "rounds $r t=$(( $(date +%s) - start ))"
 grep -l FAIL $OUT/ab/*.txt; grep -c PASS $OUT/ab/*-r1.txt | tr '\n' ' '; echo
 cd $OUT && for f in ab/*-r*.txt; do b=$(basename $f .txt); v=${b%%-*}; rest=${b#*-}; m=${rest%-r*}; \
