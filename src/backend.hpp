@@ -13,20 +13,22 @@
 #include <vector>
 
 #include "fp4moe/fp4moe.hpp"
+#include "prepare/host_bytes.hpp"
 
 namespace fp4moe::detail {
 
 // Checkpoint weights after validation, on the host, in the canonical layout of SPEC §3
-// with gate/up concatenated (interleaved checkpoints are de-interleaved by prepare).
+// with gate/up concatenated (interleaved checkpoints are de-interleaved by prepare). The
+// packed weights and scales are HostBytes: prepare fills them in parallel (host_bytes.hpp).
 struct HostWeights {
   LayerDesc desc;
   int64_t num_local = 0;               // E_local
   int block = 16;                      // 16 (NVFP4, e4m3 scales) or 32 (MXFP4, e8m0 scales)
-  std::vector<uint8_t> w13;            // (E_local, 2I, H/2)   gate rows [0, I), up rows [I, 2I)
-  std::vector<uint8_t> w13_scale;      // (E_local, 2I, H/block) linear
+  HostBytes w13;                       // (E_local, 2I, H/2)   gate rows [0, I), up rows [I, 2I)
+  HostBytes w13_scale;                 // (E_local, 2I, H/block) linear
   std::vector<float> w13_dq;           // (E_local) weight dq_scale; 1 for MXFP4
-  std::vector<uint8_t> w2;             // (E_local, H, I/2)
-  std::vector<uint8_t> w2_scale;       // (E_local, H, I/block)
+  HostBytes w2;                        // (E_local, H, I/2)
+  HostBytes w2_scale;                  // (E_local, H, I/block)
   std::vector<float> w2_dq;            // (E_local)
   float a13_dq = 1.0f;                 // W4A4: activation dq_scale of GEMM 1 (max over experts)
   float a2_dq = 1.0f;                  // W4A4: activation dq_scale of GEMM 2

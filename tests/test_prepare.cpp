@@ -3,16 +3,22 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 
 #include "fp4moe/format.h"
+#include "prepare/host_bytes.hpp"
 #include "prepare/prepare.hpp"
 
 namespace fp4moe {
 namespace {
+
+// The prepared bytes as a plain vector (HostBytes allocates without zeroing; its bytes compare
+// the same).
+std::vector<uint8_t> bytes(const detail::HostBytes& v) { return {v.begin(), v.end()}; }
 
 // A small checkpoint with random codes and valid scales, owning its storage.
 struct Ckpt {
@@ -123,15 +129,59 @@ void expect_bad(const Ckpt& c, const CheckpointWeights& w, std::initializer_list
 // ---------------------------------------------------------------------------
 // Canonicalization
 // ---------------------------------------------------------------------------
+// ---------------------------------------------------------------------------
+// The parallel fill (host_bytes.hpp)
+// ---------------------------------------------------------------------------
+// Every index once, on the threads or on the caller's alone.
+TEST(PrepareHostBytes, ParallelForVisitsEveryIndexOnce) {
+  for (const bool serial : {false, true})
+    for (const size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(100003)}) {
+      std::vector<std::atomic<int>> hits(n);
+      detail::parallel_for(n, serial, [&](size_t i) { hits[i].fetch_add(1, std::memory_order_relaxed); });
+      size_t wrong = 0;
+      for (const auto& h : hits) wrong += h.load() != 1;
+      EXPECT_EQ(wrong, 0u) << "n " << n << (serial ? " serial" : " parallel");
+    }
+}
+
+// Above kParallelCopyMin (on several threads) and below it, contiguous and strided, with a
+// tail that is not a whole slice: the same bytes as a row-by-row memcpy, nothing written
+// between the rows or past the end.
+TEST(PrepareHostBytes, ParallelCopyRowsMatchesMemcpy) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    size_t width, src_pitch, dst_pitch, height;
+  };
+  const size_t big = detail::kParallelCopyMin + 12345;
+  const Shape shapes[] = {{big, big, big, 1},           {1000, 1000, 1000, 70001}, {1000, 1536, 1200, 70001},
+                          {37, 64, 40, 1000},            {4096, 4096, 4096, 3},      {1, 3, 2, 5}};
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(std::to_string(sh.width) + " x " + std::to_string(sh.height));
+    std::vector<uint8_t> src((sh.height - 1) * sh.src_pitch + sh.width);
+    for (size_t i = 0; i < src.size(); i += 8) {
+      const uint64_t r = rng();
+      std::memcpy(src.data() + i, &r, std::min<size_t>(8, src.size() - i));
+    }
+    const size_t dst_bytes = (sh.height - 1) * sh.dst_pitch + sh.width + 64;
+    std::vector<uint8_t> want(dst_bytes, 0xA5), got(dst_bytes, 0xA5);
+    for (size_t r = 0; r < sh.height; ++r)
+      std::memcpy(want.data() + r * sh.dst_pitch, src.data() + r * sh.src_pitch, sh.width);
+    detail::parallel_copy_rows(got.data(), sh.dst_pitch, src.data(), sh.src_pitch, sh.width, sh.height);
+    EXPECT_TRUE(got == want);
+  }
+}
+
 TEST(PrepareCanonical, ConcatNvfp4CopiesEveryByteAndScale) {
   const Ckpt c = make_ckpt(small_desc());
   auto hw = detail::prepare_host_weights(c.d, c.views());
   EXPECT_EQ(hw->num_local, 4);
   EXPECT_EQ(hw->block, 16);
-  EXPECT_EQ(hw->w13, c.w13);
-  EXPECT_EQ(hw->w13_scale, c.w13_scale);
-  EXPECT_EQ(hw->w2, c.w2);
-  EXPECT_EQ(hw->w2_scale, c.w2_scale);
+  EXPECT_EQ(bytes(hw->w13), c.w13);
+  EXPECT_EQ(bytes(hw->w13_scale), c.w13_scale);
+  EXPECT_EQ(bytes(hw->w2), c.w2);
+  EXPECT_EQ(bytes(hw->w2_scale), c.w2_scale);
   EXPECT_EQ(hw->w13_dq, c.w13_scale_2);
   EXPECT_EQ(hw->w2_dq, c.w2_scale_2);
   EXPECT_EQ(hw->a13_dq, 1.0f);  // W4A16: input scales unused
@@ -175,7 +225,7 @@ TEST(PrepareCanonical, InterleavedEqualsHandReorderedConcat) {
   EXPECT_EQ(a->w2_scale, b->w2_scale);
   ASSERT_EQ(a->w13_bias.size(), b->w13_bias.size());
   EXPECT_EQ(0, std::memcmp(a->w13_bias.data(), b->w13_bias.data(), a->w13_bias.size() * 4));
-  EXPECT_EQ(a->w13, concat.w13);
+  EXPECT_EQ(bytes(a->w13), concat.w13);
   EXPECT_EQ(a->desc.gate_up, GateUpLayout::concat);
   // biases: bf16 -> fp32 is exact
   for (size_t i = 0; i < b->w2_bias.size(); ++i) ASSERT_EQ(b->w2_bias[i], bf16_to_f32(concat.w2_bias[i]));
@@ -214,7 +264,7 @@ TEST(PrepareCanonical, ScalesGivenAsU8BytesAreAccepted) {
   w.w13_scale.dtype = DType::u8;
   w.w2_scale.dtype = DType::u8;
   auto hw = detail::prepare_host_weights(c.d, w);
-  EXPECT_EQ(hw->w13_scale, c.w13_scale);
+  EXPECT_EQ(bytes(hw->w13_scale), c.w13_scale);
 }
 
 TEST(PrepareExpertMap, GivenMapIsKeptAndLocalExpertsCounted) {
@@ -224,7 +274,7 @@ TEST(PrepareExpertMap, GivenMapIsKeptAndLocalExpertsCounted) {
   auto hw = detail::prepare_host_weights(c.d, c.views());
   EXPECT_EQ(hw->num_local, 3);
   EXPECT_EQ(hw->expert_map, c.map);
-  EXPECT_EQ(hw->w13, c.w13);
+  EXPECT_EQ(bytes(hw->w13), c.w13);
 }
 
 TEST(PrepareExpertMap, ValueAtOrAboveLocalCountIsRejected) {

@@ -1,6 +1,7 @@
 // Synthetic checkpoints for the benchmark: packed e2m1 codes and block scales drawn
 // directly (no bf16 weights ever exist), deterministic per (seed, expert) so that any
-// subset of experts can be regenerated bit-identically later (the --check oracle).
+// subset of experts can be regenerated bit-identically later (the --check oracle). The
+// packed bytes are HostBytes: the generating threads' writes are their pages' first touch.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "fp4moe/fp4moe.hpp"
+#include "prepare/host_bytes.hpp"
 
 namespace fp4moe::cli {
 
@@ -33,11 +35,11 @@ uint64_t stream_seed(uint64_t seed, int64_t e, uint64_t what);
 struct Synthetic {
   LayerDesc desc;
   std::vector<int32_t> experts;       // (E_local) global id of each local expert
-  std::vector<uint8_t> w13;           // (E_local, 2I, H/2) u8, two e2m1 per byte, low nibble first
-  std::vector<uint8_t> w13_scale;     // (E_local, 2I, H/block) e4m3 (NVFP4) | e8m0 (MXFP4), linear
+  detail::HostBytes w13;              // (E_local, 2I, H/2) u8, two e2m1 per byte, low nibble first
+  detail::HostBytes w13_scale;        // (E_local, 2I, H/block) e4m3 (NVFP4) | e8m0 (MXFP4), linear
   std::vector<float> w13_scale_2;     // (E_local) NVFP4 weight dq_scale
-  std::vector<uint8_t> w2;            // (E_local, H, I/2)
-  std::vector<uint8_t> w2_scale;      // (E_local, H, I/block)
+  detail::HostBytes w2;               // (E_local, H, I/2)
+  detail::HostBytes w2_scale;         // (E_local, H, I/block)
   std::vector<float> w2_scale_2;      // (E_local)
   std::vector<float> w13_input_scale; // (E_local) W4A4 activation dq_scale, same for all
   std::vector<float> w2_input_scale;  // (E_local)

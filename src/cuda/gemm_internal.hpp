@@ -333,11 +333,11 @@ void gemm_log(const std::string& line);
 // WeightMatrix describes them. canonical_row maps a device row n' to its canonical row.
 // Throws when an MXFP4 expert spans too many binades to be folded exactly.
 struct HostFragments {
-  std::vector<uint32_t> q;
+  detail::HostArray<uint32_t> q;  // every word written by build_fragments (left uninitialized before)
   std::vector<uint8_t> scale;
   std::vector<float> epi;
 };
-HostFragments build_fragments(const char* name, const std::vector<uint8_t>& data, const std::vector<uint8_t>& scale,
+HostFragments build_fragments(const char* name, const detail::HostBytes& data, const detail::HostBytes& scale,
                               const std::vector<float>& dq, int64_t E, int N, int K, int block,
                               int64_t (*canonical_row)(int64_t, int64_t));
 

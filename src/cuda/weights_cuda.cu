@@ -20,13 +20,13 @@ CudaWeights::~CudaWeights() {
   if (have_prev) cudaSetDevice(prev);
 }
 
-HostFragments build_fragments(const char* name, const std::vector<uint8_t>& data, const std::vector<uint8_t>& scale,
+HostFragments build_fragments(const char* name, const detail::HostBytes& data, const detail::HostBytes& scale,
                               const std::vector<float>& dq, int64_t E, int N, int K, int block,
                               int64_t (*canonical_row)(int64_t, int64_t)) {
   const int Kp = (K + kFragK - 1) / kFragK * kFragK;
   const int64_t cols = K / block;
   HostFragments m;
-  m.q.assign(size_t(E) * (N / kFragRows) * (Kp / kFragK) * kFragWords, 0u);
+  m.q.resize(size_t(E) * (N / kFragRows) * (Kp / kFragK) * kFragWords);  // each thread's words: its first touch
   m.scale.assign(size_t(E) * (N / kFragRows) * (Kp / kFragK) * frag_scale_bytes(block), 0u);
   m.epi.resize(size_t(E));
   // Experts are independent (each writes its own q, scale and epi ranges): contiguous

@@ -41,11 +41,7 @@ void copy_rows(const TensorView& t, size_t src_offset, size_t src_pitch, uint8_t
   if (width == 0 || height == 0) return;
   const auto* src = static_cast<const uint8_t*>(t.data) + src_offset;
   if (t.device == DeviceType::cpu) {
-    if (src_pitch == width && dst_pitch == width) {
-      std::memcpy(dst, src, width * height);
-      return;
-    }
-    for (size_t r = 0; r < height; ++r) std::memcpy(dst + r * dst_pitch, src + r * src_pitch, width);
+    parallel_copy_rows(dst, dst_pitch, src, src_pitch, width, height);
     return;
   }
 #if defined(FP4MOE_WITH_CUDA)
@@ -84,18 +80,21 @@ void fetch_w13(const TensorView& t, int64_t E, int64_t I, size_t row_bytes, bool
     copy_rows(t, 0, expert_bytes * size_t(E), dst, expert_bytes * size_t(E), expert_bytes * size_t(E), 1);
     return;
   }
-  for (int64_t e = 0; e < E; ++e) {
-    const size_t base = size_t(e) * expert_bytes;
+  auto expert = [&](size_t e) {
+    const size_t base = e * expert_bytes;
     copy_rows(t, base, 2 * row_bytes, dst + base, row_bytes, row_bytes, size_t(I));
     copy_rows(t, base + row_bytes, 2 * row_bytes, dst + base + size_t(I) * row_bytes, row_bytes, row_bytes,
               size_t(I));
-  }
+  };
+  // host tensors: experts in parallel (each copy alone is small); device tensors: one after another
+  const bool serial = t.device != DeviceType::cpu || expert_bytes * size_t(E) < kParallelCopyMin;
+  parallel_for(size_t(E), serial, expert);
 }
 
 // First NaN scale code in checkpoint order. scales: (E, R, C) canonical; canonical_row
 // maps a checkpoint row to the row that holds it now.
 template <class RowMap>
-void check_scale_codes(const char* arg, const std::vector<uint8_t>& scales, int64_t E, int64_t R, int64_t C,
+void check_scale_codes(const char* arg, const HostBytes& scales, int64_t E, int64_t R, int64_t C,
                        WeightFormat fmt, RowMap canonical_row) {
   for (int64_t e = 0; e < E; ++e)
     for (int64_t r = 0; r < R; ++r) {

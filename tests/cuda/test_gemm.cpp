@@ -145,12 +145,13 @@ Problem make_problem(const Spec& s) {
                                       : uint8_t(110 + rng() % 12);
     return v;
   };
-  w.w13 = bytes(size_t(E * 2 * I * H / 2));
-  w.w13_scale = scales(size_t(E * 2 * I * H / w.block));
+  auto host = [](const std::vector<uint8_t>& v) { return detail::HostBytes(v.begin(), v.end()); };
+  w.w13 = host(bytes(size_t(E * 2 * I * H / 2)));
+  w.w13_scale = host(scales(size_t(E * 2 * I * H / w.block)));
   if (s.wf == WeightFormat::mxfp4)
     for (auto& c : w.w13_scale) c = uint8_t(c + s.gate_gain_log2);  // e8m0: the exponent
-  w.w2 = bytes(size_t(E * H * I / 2));
-  w.w2_scale = scales(size_t(E * H * I / w.block));
+  w.w2 = host(bytes(size_t(E * H * I / 2)));
+  w.w2_scale = host(scales(size_t(E * H * I / w.block)));
   for (int64_t e = 0; e < E; ++e) {
     w.w13_dq.push_back(s.wf == WeightFormat::nvfp4 ? std::ldexp(1e-3f * (1.0f + float(e)), s.gate_gain_log2) : 1.0f);
     w.w2_dq.push_back(s.wf == WeightFormat::nvfp4 ? 2e-3f / (1.0f + float(e)) : 1.0f);
@@ -194,7 +195,7 @@ Problem make_problem(const Spec& s) {
 }
 
 // Canonical weight (expert e, row n, k) with its dq_scale, exact in double.
-double weight(const std::vector<uint8_t>& data, const std::vector<uint8_t>& scale, const std::vector<float>& dq,
+double weight(const detail::HostBytes& data, const detail::HostBytes& scale, const std::vector<float>& dq,
               int block, int64_t e, int64_t rows, int64_t K, int64_t n, int64_t k) {
   const uint8_t byte = data[size_t((e * rows + n) * (K / 2) + k / 2)];
   const uint8_t code = (k & 1) ? byte >> 4 : byte & 15;
@@ -2085,7 +2086,7 @@ TEST(CudaGemmLayout, PreparedFragmentsReproduceTheCheckpoint) {
     const int64_t E = 3;
     const int N = 48, K = block == 16 ? 80 : 96;  // Kp = 128: one padded column of blocks
     const int Kp = (K + kFragK - 1) / kFragK * kFragK;
-    std::vector<uint8_t> data(size_t(E * N * K / 2)), scale(size_t(E * N * K / block));
+    detail::HostBytes data(size_t(E * N * K / 2)), scale(size_t(E * N * K / block));
     for (auto& b : data) b = uint8_t(rng());
     for (auto& c : scale) {
       if (block == 32) {
