@@ -33,12 +33,12 @@ HostFragments build_fragments(const char* name, const detail::HostBytes& data, c
   // chunks of experts on up to hardware_concurrency threads. A failing expert's error is
   // rethrown after all threads end, the lowest expert's first, so the message does not
   // depend on the thread count.
-  auto build_expert = [&](int64_t e) {
+  // folded: the thread's buffer for an expert's sign-folded codes (reused across its experts).
+  auto build_expert = [&](int64_t e, std::vector<uint8_t>& folded) {
     const uint8_t* d = data.data() + e * N * (K / 2);
     const uint8_t* s = scale.data() + e * N * cols;
     // NVFP4: fold each block scale's sign into its 16 e2m1 signs and zero the codes of a
     // block whose scale is zero, so the prepared code is a magnitude (gemm_internal.hpp).
-    std::vector<uint8_t> folded;
     if (block == 16) {
       folded.assign(d, d + N * (K / 2));
       for (int64_t r = 0; r < N; ++r)
@@ -108,7 +108,8 @@ HostFragments build_fragments(const char* name, const detail::HostBytes& data, c
   for (int64_t t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       try {
-        for (int64_t e = E * t / threads; e < E * (t + 1) / threads; ++e) build_expert(e);
+        std::vector<uint8_t> folded;
+        for (int64_t e = E * t / threads; e < E * (t + 1) / threads; ++e) build_expert(e, folded);
       } catch (...) {
         errors[size_t(t)] = std::current_exception();
       }
