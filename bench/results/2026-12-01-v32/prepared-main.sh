@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in v32 (carry [".carry/z48"]: main f549fb6's CLI and test binary, sm_90a; ~330 s).
+# Prepared in v32 (carry [".carry/z48"]: main 01c14b0's CLI and test binary, sm_90a; ~330 s).
 # Main since v32's device calls: the preparation fills its weights on every core (HostBytes,
 # parallel_copy_rows; host code, tested on the CPU) and the bench times its setup. On the GPU:
 # the whole test binary (EP apart, 8 shards), then the setup's phases of kimi-k2 and deepseek-v3
