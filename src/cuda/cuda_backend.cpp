@@ -121,17 +121,19 @@ T* at(const TensorView& ws, size_t offset) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(std::shared_ptr<const HostWeights> w, int dev) : w_(std::move(w)) {
-    desc = w_->desc;
-    num_local = w_->num_local;
+  // Keeps nothing of w but its scalars: the weights live on the device from here on (a host
+  // copy per layer would be one more checkpoint's worth of host memory for the layer's life).
+  CudaBackend(const HostWeights& w, int dev) : a13_dq_(w.a13_dq), a2_dq_(w.a2_dq) {
+    desc = w.desc;
+    num_local = w.num_local;
     name = "cuda";
     device = DeviceType::cuda;
     device_id = dev;
     path_ = cuda::gemm_path();
-    dw_ = cuda::upload_weights(*w_, dev);
+    dw_ = cuda::upload_weights(w, dev);
     a_values_ = desc.act_quant == ActQuant::nvfp4 && cuda::gemm_stages_activations(*dw_, path_);
     // expert_map (E) int32 global -> local or -1; identity when the checkpoint had none
-    std::vector<int32_t> map = w_->expert_map;
+    std::vector<int32_t> map = w.expert_map;
     if (map.empty()) {
       map.resize(size_t(desc.num_experts));
       for (size_t e = 0; e < map.size(); ++e) map[e] = int32_t(e);
@@ -257,7 +259,7 @@ class CudaBackend final : public Backend {
       // already NVFP4 with the layer's activation scale (what W4A4 dispatch sends)
       g1.a_fp4 = static_cast<const uint8_t*>(X.data);
       g1.a_scale = static_cast<const uint8_t*>(args.hidden_scale.data);
-      g1.a_dq = w_->a13_dq;
+      g1.a_dq = a13_dq_;
     } else {
       cuda::ActRows src;
       src.x = X.data;
@@ -313,16 +315,16 @@ class CudaBackend final : public Backend {
                  cudaStream_t stream) const {
     if (a_values_) {
       uint16_t* a = at<uint16_t>(ws, l.a_bf16);
-      cuda::act_to_nvfp4_values(src, 1.0f / w_->a13_dq, a, stream);
+      cuda::act_to_nvfp4_values(src, 1.0f / a13_dq_, a, stream);
       g1.a_bf16 = a;
-      g1.a_dq = w_->a13_dq;
+      g1.a_dq = a13_dq_;
     } else if (desc.act_quant == ActQuant::nvfp4) {
       uint8_t* data = at<uint8_t>(ws, l.a_fp4);
       uint8_t* scale = at<uint8_t>(ws, l.a_scale);
-      cuda::act_to_nvfp4(src, 1.0f / w_->a13_dq, data, scale, stream);
+      cuda::act_to_nvfp4(src, 1.0f / a13_dq_, data, scale, stream);
       g1.a_fp4 = data;
       g1.a_scale = scale;
-      g1.a_dq = w_->a13_dq;
+      g1.a_dq = a13_dq_;
     } else if (x_as_is(src)) {
       g1.a_bf16 = static_cast<const uint16_t*>(src.x);
     } else {
@@ -335,11 +337,11 @@ class CudaBackend final : public Backend {
   void set_h(const Layout& l, const TensorView& ws, cuda::Gemm1Args& g1) const {
     if (a_values_) {
       g1.h_values = at<uint16_t>(ws, l.h_bf16);
-      g1.h_gs = 1.0f / w_->a2_dq;
+      g1.h_gs = 1.0f / a2_dq_;
     } else if (desc.act_quant == ActQuant::nvfp4) {
       g1.h_fp4 = at<uint8_t>(ws, l.h_fp4);
       g1.h_scale = at<uint8_t>(ws, l.h_scale);
-      g1.h_gs = 1.0f / w_->a2_dq;
+      g1.h_gs = 1.0f / a2_dq_;
     } else {
       g1.h_bf16 = at<uint16_t>(ws, l.h_bf16);
     }
@@ -350,11 +352,11 @@ class CudaBackend final : public Backend {
     g2.rows = rows;
     if (a_values_) {
       g2.a_bf16 = at<uint16_t>(ws, l.h_bf16);
-      g2.a_dq = w_->a2_dq;
+      g2.a_dq = a2_dq_;
     } else if (desc.act_quant == ActQuant::nvfp4) {
       g2.a_fp4 = at<uint8_t>(ws, l.h_fp4);
       g2.a_scale = at<uint8_t>(ws, l.h_scale);
-      g2.a_dq = w_->a2_dq;
+      g2.a_dq = a2_dq_;
     } else {
       g2.a_bf16 = at<uint16_t>(ws, l.h_bf16);
     }
@@ -375,7 +377,7 @@ class CudaBackend final : public Backend {
     bytes = l.partials_bytes;
   }
 
-  std::shared_ptr<const HostWeights> w_;
+  float a13_dq_ = 1.0f, a2_dq_ = 1.0f;  // W4A4: the activation dq_scales of GEMM 1 and GEMM 2
   GemmPath path_ = GemmPath::fast;
   // W4A4 on a path that runs NVFP4 activations as their bf16 values: x goes to GEMM 1 as those
   // values, quantized and converted in one kernel (act_to_nvfp4_values), and GEMM 1 writes h as
@@ -407,7 +409,7 @@ std::unique_ptr<Backend> cuda_create(std::shared_ptr<const HostWeights> w, const
   if (std::string why = cuda::why_no_kernel_image(dev); !why.empty())
     fail(ErrorKind::unsupported, "backend cuda: device " + std::to_string(dev) + ": " + why);
   DeviceGuard guard(dev);
-  return std::make_unique<CudaBackend>(std::move(w), dev);
+  return std::make_unique<CudaBackend>(*w, dev);  // w (the host copy) is released on return
 }
 
 }  // namespace

@@ -10,11 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "backend.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "cuda/gemm_internal.hpp"
 #include "format/quant.hpp"
@@ -500,6 +502,28 @@ TEST(CudaLayer, EmptyBatchesNeedNoWorkspace) {
   EXPECT_EQ(layer.workspace_size(0), 0u);
   EXPECT_EQ(layer.batched_workspace_size(0), 0u);
   EXPECT_GT(layer.workspace_size(1), 0u);
+}
+
+// The cuda backend keeps no host copy of the weights: the HostWeights it is built from are
+// released once it exists (one kimi-k2 layer is ~9.5 GB of host memory), W4A16 and W4A4 (whose
+// activation scales it keeps by value). Every other CUDA layer test runs a backend built so.
+TEST(CudaLayer, BackendReleasesTheHostWeights) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const detail::BackendEntry* cuda = nullptr;
+  for (const detail::BackendEntry& e : detail::registry())
+    if (std::string(e.name) == "cuda") cuda = &e;
+  ASSERT_NE(cuda, nullptr);
+  for (const char* name : {"odd_shape_nvfp4", "odd_T67_w4a4"}) {
+    SCOPED_TRACE(name);
+    const MoEProblem p = make_problem(small_case(name));
+    std::shared_ptr<const detail::HostWeights> host = detail::prepare_host_weights(p.desc, p.weights);
+    const std::weak_ptr<const detail::HostWeights> watch = host;
+    PrepareOptions o;
+    o.device = 0;
+    const std::unique_ptr<detail::Backend> backend = cuda->create(std::move(host), o);
+    ASSERT_NE(backend, nullptr);
+    EXPECT_TRUE(watch.expired()) << "the backend still holds " << watch.use_count() << " reference(s)";
+  }
 }
 
 // Forcing the cuda backend where there is no GPU is refused, saying why and what is
