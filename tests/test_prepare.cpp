@@ -189,51 +189,57 @@ TEST(PrepareCanonical, ConcatNvfp4CopiesEveryByteAndScale) {
   EXPECT_EQ(hw->expert_map, (std::vector<int32_t>{0, 1, 2, 3}));
 }
 
+// Small, and above kParallelCopyMin (64 MiB of w13: the experts de-interleaved on several
+// threads, the concat copy in slices).
 TEST(PrepareCanonical, InterleavedEqualsHandReorderedConcat) {
-  LayerDesc d = small_desc(WeightFormat::mxfp4);
-  d.gate_up = GateUpLayout::interleaved;
-  const Ckpt inter = make_ckpt(d, 0, /*bias=*/true);
-  // The same weights, gate rows then up rows, reordered here by hand.
-  Ckpt concat = inter;
-  concat.d.gate_up = GateUpLayout::concat;
-  const int64_t H = d.hidden, I = d.intermediate, EL = inter.EL;
-  auto reorder_rows = [&](const std::vector<uint8_t>& src, int64_t row_bytes) {
-    std::vector<uint8_t> dst(src.size());
+  for (const bool large : {false, true}) {
+    SCOPED_TRACE(large ? "large" : "small");
+    LayerDesc d = small_desc(WeightFormat::mxfp4);
+    if (large) d.hidden = 4096, d.intermediate = 2048, d.num_experts = 8;
+    d.gate_up = GateUpLayout::interleaved;
+    const Ckpt inter = make_ckpt(d, 0, /*bias=*/true);
+    // The same weights, gate rows then up rows, reordered here by hand.
+    Ckpt concat = inter;
+    concat.d.gate_up = GateUpLayout::concat;
+    const int64_t H = d.hidden, I = d.intermediate, EL = inter.EL;
+    auto reorder_rows = [&](const std::vector<uint8_t>& src, int64_t row_bytes) {
+      std::vector<uint8_t> dst(src.size());
+      for (int64_t e = 0; e < EL; ++e)
+        for (int64_t i = 0; i < I; ++i) {
+          const uint8_t* ex = src.data() + e * 2 * I * row_bytes;
+          uint8_t* out = dst.data() + e * 2 * I * row_bytes;
+          std::memcpy(out + i * row_bytes, ex + (2 * i) * row_bytes, size_t(row_bytes));            // gate_i
+          std::memcpy(out + (I + i) * row_bytes, ex + (2 * i + 1) * row_bytes, size_t(row_bytes));  // up_i
+        }
+      return dst;
+    };
+    concat.w13 = reorder_rows(inter.w13, H / 2);
+    concat.w13_scale = reorder_rows(inter.w13_scale, H / 32);
     for (int64_t e = 0; e < EL; ++e)
       for (int64_t i = 0; i < I; ++i) {
-        const uint8_t* ex = src.data() + e * 2 * I * row_bytes;
-        uint8_t* out = dst.data() + e * 2 * I * row_bytes;
-        std::memcpy(out + i * row_bytes, ex + (2 * i) * row_bytes, size_t(row_bytes));            // gate_i
-        std::memcpy(out + (I + i) * row_bytes, ex + (2 * i + 1) * row_bytes, size_t(row_bytes));  // up_i
+        concat.w13_bias[size_t(e * 2 * I + i)] = inter.w13_bias[size_t(e * 2 * I + 2 * i)];
+        concat.w13_bias[size_t(e * 2 * I + I + i)] = inter.w13_bias[size_t(e * 2 * I + 2 * i + 1)];
       }
-    return dst;
-  };
-  concat.w13 = reorder_rows(inter.w13, H / 2);
-  concat.w13_scale = reorder_rows(inter.w13_scale, H / 32);
-  for (int64_t e = 0; e < EL; ++e)
-    for (int64_t i = 0; i < I; ++i) {
-      concat.w13_bias[size_t(e * 2 * I + i)] = inter.w13_bias[size_t(e * 2 * I + 2 * i)];
-      concat.w13_bias[size_t(e * 2 * I + I + i)] = inter.w13_bias[size_t(e * 2 * I + 2 * i + 1)];
-    }
-  ASSERT_NE(concat.w13, inter.w13);  // the reorder is not the identity on this data
+    ASSERT_NE(concat.w13, inter.w13);  // the reorder is not the identity on this data
 
-  auto a = detail::prepare_host_weights(inter.d, inter.views());
-  auto b = detail::prepare_host_weights(concat.d, concat.views());
-  EXPECT_EQ(a->w13, b->w13);
-  EXPECT_EQ(a->w13_scale, b->w13_scale);
-  EXPECT_EQ(a->w2, b->w2);
-  EXPECT_EQ(a->w2_scale, b->w2_scale);
-  ASSERT_EQ(a->w13_bias.size(), b->w13_bias.size());
-  EXPECT_EQ(0, std::memcmp(a->w13_bias.data(), b->w13_bias.data(), a->w13_bias.size() * 4));
-  EXPECT_EQ(bytes(a->w13), concat.w13);
-  EXPECT_EQ(a->desc.gate_up, GateUpLayout::concat);
-  // biases: bf16 -> fp32 is exact
-  for (size_t i = 0; i < b->w2_bias.size(); ++i) ASSERT_EQ(b->w2_bias[i], bf16_to_f32(concat.w2_bias[i]));
-  for (size_t i = 0; i < b->w13_bias.size(); ++i) ASSERT_EQ(b->w13_bias[i], bf16_to_f32(concat.w13_bias[i]));
-  // MXFP4: no global scale
-  EXPECT_EQ(a->w13_dq, std::vector<float>(size_t(EL), 1.0f));
-  EXPECT_EQ(a->w2_dq, std::vector<float>(size_t(EL), 1.0f));
-  EXPECT_EQ(a->block, 32);
+    auto a = detail::prepare_host_weights(inter.d, inter.views());
+    auto b = detail::prepare_host_weights(concat.d, concat.views());
+    EXPECT_EQ(a->w13, b->w13);
+    EXPECT_EQ(a->w13_scale, b->w13_scale);
+    EXPECT_EQ(a->w2, b->w2);
+    EXPECT_EQ(a->w2_scale, b->w2_scale);
+    ASSERT_EQ(a->w13_bias.size(), b->w13_bias.size());
+    EXPECT_EQ(0, std::memcmp(a->w13_bias.data(), b->w13_bias.data(), a->w13_bias.size() * 4));
+    EXPECT_EQ(bytes(a->w13), concat.w13);
+    EXPECT_EQ(a->desc.gate_up, GateUpLayout::concat);
+    // biases: bf16 -> fp32 is exact
+    for (size_t i = 0; i < b->w2_bias.size(); ++i) ASSERT_EQ(b->w2_bias[i], bf16_to_f32(concat.w2_bias[i]));
+    for (size_t i = 0; i < b->w13_bias.size(); ++i) ASSERT_EQ(b->w13_bias[i], bf16_to_f32(concat.w13_bias[i]));
+    // MXFP4: no global scale
+    EXPECT_EQ(a->w13_dq, std::vector<float>(size_t(EL), 1.0f));
+    EXPECT_EQ(a->w2_dq, std::vector<float>(size_t(EL), 1.0f));
+    EXPECT_EQ(a->block, 32);
+  }
 }
 
 TEST(PrepareCanonical, F32BiasesAreCopiedExactly) {
