@@ -10,6 +10,22 @@
 #include "cuda/gemm_internal.hpp"
 
 namespace fp4moe::cuda {
+namespace {
+
+// The stored word's bits of one checkpoint byte (two e2m1 codes, low nibble first) in byte
+// slot j of a fragment word: frag_word_store of the byte's stored codes at bits 8j.. 8j+7.
+// frag_word_store moves every bit on its own, so a word is the OR of its four bytes' images.
+struct ByteWords {
+  uint32_t w[4][256];
+  ByteWords() {
+    for (int j = 0; j < 4; ++j)
+      for (uint32_t b = 0; b < 256; ++b)
+        w[j][b] = frag_word_store((frag_stored_code(b & 15u) | frag_stored_code(b >> 4) << 4) << (8 * j));
+  }
+};
+const ByteWords kByteWords;
+
+}  // namespace
 
 CudaWeights::~CudaWeights() {
   int prev = 0;
@@ -75,23 +91,31 @@ HostFragments build_fragments(const char* name, const detail::HostBytes& data, c
     const int F = block == 16 ? kNvfp4Fold : cmax - 127;
     m.epi[e] = (exp2i(F / 2) * exp2i(F - F / 2)) * dq[e];
     // Word by word: word (lane, kk) of block (nb, kb) takes one byte (two consecutive k)
-    // per register a_j from canonical row canon(n') (see gemm_internal.hpp).
+    // per register a_j from canonical row canon(n') (see gemm_internal.hpp): byte j from row
+    // n0 + lane / 4 + 8 (j & 1) at k = kb * 64 + kk * 16 + (lane % 4) * 2 + 8 (j >> 1). A
+    // k-step past K (K is a multiple of 16) holds zero codes.
     const int KB = Kp / kFragK;
     uint32_t* qe = m.q.data() + size_t(e) * (N / kFragRows) * KB * kFragWords;
-    for (int64_t n0 = 0; n0 < N; n0 += kFragRows)
-      for (int kb = 0; kb < KB; ++kb)
+    const uint8_t* rows[kFragRows];
+    for (int64_t n0 = 0; n0 < N; n0 += kFragRows) {
+      for (int r = 0; r < kFragRows; ++r) rows[r] = d + canonical_row(n0 + r, N) * (K / 2);
+      for (int kb = 0; kb < KB; ++kb) {
+        uint32_t* out = qe + ((n0 / kFragRows) * KB + kb) * kFragWords;
         for (int lane = 0; lane < 32; ++lane)
           for (int kk = 0; kk < 4; ++kk) {
+            const int64_t k0 = int64_t(kb) * kFragK + kk * 16;
             uint32_t word = 0;
-            for (int j = 0; j < 4; ++j) {
-              const int64_t row = canonical_row(n0 + lane / 4 + 8 * (j & 1), N);
-              const int64_t k = int64_t(kb) * kFragK + kk * 16 + (lane % 4) * 2 + 8 * (j >> 1);
-              if (k >= K) continue;
-              const uint32_t byte = d[row * (K / 2) + k / 2];  // low nibble: k (even), high: k + 1
-              word |= frag_stored_code(byte & 15u) << (8 * j) | frag_stored_code(byte >> 4) << (8 * j + 4);
+            if (k0 < K) {
+              const int64_t c = (k0 + (lane % 4) * 2) / 2;  // byte column of j = 0
+              const uint8_t* lo = rows[lane / 4];
+              const uint8_t* hi = rows[lane / 4 + 8];
+              word = kByteWords.w[0][lo[c]] | kByteWords.w[1][hi[c]] | kByteWords.w[2][lo[c + 4]] |
+                     kByteWords.w[3][hi[c + 4]];
             }
-            qe[((n0 / kFragRows) * KB + kb) * kFragWords + lane * 4 + kk] = frag_word_store(word);
+            out[lane * 4 + kk] = word;
           }
+      }
+    }
     for (int64_t n = 0; n < N; ++n) {
       const int64_t r = canonical_row(n, N);
       for (int64_t c = 0; c < cols; ++c) {
