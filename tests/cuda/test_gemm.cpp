@@ -2097,41 +2097,47 @@ TEST(CudaGemmLayout, PreparedFragmentsReproduceTheCheckpoint) {
       if ((c & 0x7F) == 0x7F) c = 0x7E;  // NaN codes are rejected by prepare
     }
     const std::vector<float> dq(size_t(E), 1.0f);
-    const HostFragments f =
-        build_fragments("w", data, scale, dq, E, N, K, block, [](int64_t r, int64_t) { return r; });
-    for (int64_t e = 0; e < E; ++e) {
-      const double two_f = double(f.epi[size_t(e)]);  // 2^F * dq, dq = 1
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t k = 0; k < Kp; ++k) {
-          const NibbleAt at = frag_nibble(e, n, k, N, Kp);
-          const uint32_t code = frag_stored_code((frag_word_load(f.q[size_t(at.word)]) >> at.shift) & 15u);
-          if (k >= K) {
-            ASSERT_EQ(code & 7u, 0u) << "padding at k " << k;
-            continue;
+    // The row map as upload_weights gives it (device row -> checkpoint row): the identity, and
+    // rows reversed (a map that is not, as w13's is not).
+    int64_t (*const maps[])(int64_t, int64_t) = {[](int64_t r, int64_t) { return r; },
+                                                  [](int64_t r, int64_t rows) { return rows - 1 - r; }};
+    for (const auto row_map : maps) {
+      const HostFragments f = build_fragments("w", data, scale, dq, E, N, K, block, row_map);
+      for (int64_t e = 0; e < E; ++e) {
+        const double two_f = double(f.epi[size_t(e)]);  // 2^F * dq, dq = 1
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t k = 0; k < Kp; ++k) {
+            const NibbleAt at = frag_nibble(e, n, k, N, Kp);
+            const uint32_t code = frag_stored_code((frag_word_load(f.q[size_t(at.word)]) >> at.shift) & 15u);
+            if (k >= K) {
+              ASSERT_EQ(code & 7u, 0u) << "padding at k " << k;
+              continue;
+            }
+            const int64_t cn = row_map(n, N);  // the checkpoint row of device row n
+            const uint8_t byte = data[size_t((e * N + cn) * (K / 2) + k / 2)];
+            const uint8_t canon = (k & 1) ? byte >> 4 : byte & 15;
+            const uint8_t sc = scale[size_t((e * N + cn) * (K / block) + k / block)];
+            const double want = double(e2m1_to_f32(canon)) *
+                                (block == 16 ? double(e4m3_to_f32(sc)) : std::ldexp(1.0, int(sc) - 127));
+            const double got = double(e2m1_to_f32(uint8_t(code))) *
+                               double(folded_scale(f.scale[size_t(frag_scale(e, n, k, N, Kp, block))], block)) * two_f;
+            ASSERT_EQ(got, want) << "block " << block << " e " << e << " n " << n << " k " << k << " scale code "
+                                 << int(sc) << " e2m1 " << int(canon);
           }
-          const uint8_t byte = data[size_t((e * N + n) * (K / 2) + k / 2)];
-          const uint8_t canon = (k & 1) ? byte >> 4 : byte & 15;
-          const uint8_t sc = scale[size_t((e * N + n) * (K / block) + k / block)];
-          const double want = double(e2m1_to_f32(canon)) *
-                              (block == 16 ? double(e4m3_to_f32(sc)) : std::ldexp(1.0, int(sc) - 127));
-          const double got = double(e2m1_to_f32(uint8_t(code))) *
-                             double(folded_scale(f.scale[size_t(frag_scale(e, n, k, N, Kp, block))], block)) * two_f;
-          ASSERT_EQ(got, want) << "block " << block << " e " << e << " n " << n << " k " << k << " scale code "
-                               << int(sc) << " e2m1 " << int(canon);
-        }
-      // The kernels' scale pick (load_weight_frag's 8 bytes of rows g, g+8 + frag_scale_select)
-      // finds the same byte as frag_scale for every row and k-step of every block.
-      const int sb = frag_scale_bytes(block);
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t k = 0; k < Kp; k += 16) {
-          const int g = int(n % 8), kk = int((k % 64) / 16);
-          const int64_t blk = frag_block_index(e, n, k, N, Kp);
-          const uint8_t* ws = f.scale.data() + blk * sb + g * (sb / 8);
-          int word, byte;
-          frag_scale_select(kk, block == 32, &word, &byte);
-          const uint8_t picked = ws[word * 4 + byte + int((n % 16) / 8)];
-          ASSERT_EQ(picked, f.scale[size_t(frag_scale(e, n, k, N, Kp, block))]) << "n " << n << " k " << k;
-        }
+        // The kernels' scale pick (load_weight_frag's 8 bytes of rows g, g+8 + frag_scale_select)
+        // finds the same byte as frag_scale for every row and k-step of every block.
+        const int sb = frag_scale_bytes(block);
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t k = 0; k < Kp; k += 16) {
+            const int g = int(n % 8), kk = int((k % 64) / 16);
+            const int64_t blk = frag_block_index(e, n, k, N, Kp);
+            const uint8_t* ws = f.scale.data() + blk * sb + g * (sb / 8);
+            int word, byte;
+            frag_scale_select(kk, block == 32, &word, &byte);
+            const uint8_t picked = ws[word * 4 + byte + int((n % 16) / 8)];
+            ASSERT_EQ(picked, f.scale[size_t(frag_scale(e, n, k, N, Kp, block))]) << "n " << n << " k " << k;
+          }
+      }
     }
   }
 }

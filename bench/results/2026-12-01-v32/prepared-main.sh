@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Prepared in v32 (carry [".carry/z48"]: main 91d01ce's CLI and test binary, sm_90a; ~330 s).
+# Prepared in v32 (carry [".carry/z48"]: main f521da5's CLI and test binary, sm_90a; ~330 s).
 # Main since v32's device calls: the preparation fills its weights on every core (HostBytes,
-# parallel_copy_rows; host code, tested on the CPU), the CUDA backend frees the host copy of the
+# parallel_copy_rows; host code, tested on the CPU), builds the fragments by table (2.3x on the
+# host; every GEMM test checks them through w13's row map), the CUDA backend frees the host copy of the
 # weights after the upload (CudaLayer.BackendReleasesTheHostWeights), and the bench times its
 # setup. On the GPU:
 # the whole test binary (EP apart, 8 shards), then the setup's phases of kimi-k2 and deepseek-v3
