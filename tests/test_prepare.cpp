@@ -10,6 +10,7 @@
 #include <random>
 
 #include "fp4moe/format.h"
+#include "parallel.hpp"
 #include "prepare/host_bytes.hpp"
 #include "prepare/prepare.hpp"
 
@@ -132,15 +133,21 @@ void expect_bad(const Ckpt& c, const CheckpointWeights& w, std::initializer_list
 // ---------------------------------------------------------------------------
 // The parallel fill (host_bytes.hpp)
 // ---------------------------------------------------------------------------
-// Every index once, on the threads or on the caller's alone.
-TEST(PrepareHostBytes, ParallelForVisitsEveryIndexOnce) {
-  for (const bool serial : {false, true})
-    for (const size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(100003)}) {
-      std::vector<std::atomic<int>> hits(n);
-      detail::parallel_for(n, serial, [&](size_t i) { hits[i].fetch_add(1, std::memory_order_relaxed); });
+// parallel.hpp's parallel_for: every index once, each on a thread numbered below the count
+// asked for, on one thread (the caller's) and on several.
+TEST(HostParallel, ForVisitsEveryIndexOnce) {
+  for (const int threads : {1, 3, 64})
+    for (const int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(1000), int64_t(100003)}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> bad_tid{0};
+      detail::parallel_for(n, threads, [&](int64_t i, int tid) {
+        hits[size_t(i)].fetch_add(1, std::memory_order_relaxed);
+        if (tid < 0 || tid >= threads) bad_tid.fetch_add(1, std::memory_order_relaxed);
+      });
       size_t wrong = 0;
       for (const auto& h : hits) wrong += h.load() != 1;
-      EXPECT_EQ(wrong, 0u) << "n " << n << (serial ? " serial" : " parallel");
+      EXPECT_EQ(wrong, 0u) << "n " << n << ", " << threads << " threads";
+      EXPECT_EQ(bad_tid.load(), 0) << "n " << n << ", " << threads << " threads";
     }
 }
 

@@ -37,6 +37,7 @@
 #include "backend.hpp"
 #include "format/quant.hpp"
 #include "fp4moe/format.h"
+#include "parallel.hpp"
 
 namespace fp4moe::detail {
 namespace {
@@ -310,28 +311,6 @@ Simd simd_level() {
     return v == "avx2" ? Simd::avx2 : Simd::avx512;
   }
   fail_arg("FP4MOE_CPU_SIMD: got '" + v + "', need 0, 1, avx2 or avx512");
-}
-
-// Runs fn(item, thread) for item in [0, n) on up to `threads` threads (the caller is
-// thread 0). Items are handed out by an atomic counter; an item's result never depends
-// on which thread ran it. Threads are spawned and joined per call (tens of microseconds,
-// five calls per forward): small next to a layer's GEMMs, and no state outlives the call.
-template <class Fn>
-void parallel_for(int64_t n, int threads, const Fn& fn) {
-  const int nt = int(std::min<int64_t>(threads, n));
-  if (nt <= 1) {
-    for (int64_t i = 0; i < n; ++i) fn(i, 0);
-    return;
-  }
-  std::atomic<int64_t> next{0};
-  auto work = [&](int tid) {
-    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i, tid);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(nt - 1);
-  for (int t = 1; t < nt; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (std::thread& t : pool) t.join();
 }
 
 int thread_count() {

@@ -3,11 +3,11 @@
 // Load time: builds the layout on the host, then one cudaMemcpy per array.
 #include <algorithm>
 #include <exception>
-#include <thread>
 #include <vector>
 
 #include "cuda/common/check.hpp"
 #include "cuda/gemm_internal.hpp"
+#include "parallel.hpp"
 
 namespace fp4moe::cuda {
 namespace {
@@ -46,7 +46,7 @@ HostFragments build_fragments(const char* name, const detail::HostBytes& data, c
   m.scale.assign(size_t(E) * (N / kFragRows) * (Kp / kFragK) * frag_scale_bytes(block), 0u);
   m.epi.resize(size_t(E));
   // Experts are independent (each writes its own q, scale and epi ranges): contiguous
-  // chunks of experts on up to hardware_concurrency threads. A failing expert's error is
+  // chunks of experts on host_threads() threads (parallel.hpp). A failing expert's error is
   // rethrown after all threads end, the lowest expert's first, so the message does not
   // depend on the thread count.
   // folded: the thread's buffer for an expert's sign-folded codes (reused across its experts).
@@ -126,19 +126,16 @@ HostFragments build_fragments(const char* name, const detail::HostBytes& data, c
       }
     }
   };
-  const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(E, 64));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      try {
-        std::vector<uint8_t> folded;
-        for (int64_t e = E * t / threads; e < E * (t + 1) / threads; ++e) build_expert(e, folded);
-      } catch (...) {
-        errors[size_t(t)] = std::current_exception();
-      }
-    });
-  for (std::thread& th : pool) th.join();
+  const int64_t slices = std::min<int64_t>(detail::host_threads(), E);  // contiguous slices of experts, one per thread
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(slices));
+  detail::parallel_for(slices, int(slices), [&](int64_t t, int) {
+    try {
+      std::vector<uint8_t> folded;
+      for (int64_t e = E * t / slices; e < E * (t + 1) / slices; ++e) build_expert(e, folded);
+    } catch (...) {
+      errors[size_t(t)] = std::current_exception();
+    }
+  });
   for (const std::exception_ptr& err : errors)
     if (err) std::rethrow_exception(err);
   return m;

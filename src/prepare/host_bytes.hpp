@@ -6,7 +6,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -39,14 +38,9 @@ template <class T>
 using HostArray = std::vector<T, DefaultInitAllocator<T>>;
 using HostBytes = HostArray<uint8_t>;
 
-// f(i) for i in [0, n): in contiguous slices on up to hardware_concurrency threads (at most 64),
-// or all on the caller's thread when `serial`. A slice whose thread cannot start runs on the
-// caller's. f must not throw.
-void parallel_for(size_t n, bool serial, const std::function<void(size_t)>& f);
-
-// dst[r * dst_pitch, + width) = src[r * src_pitch, + width) for r in [0, height), in contiguous
-// slices on up to hardware_concurrency threads when there are many bytes (one thread below
-// kParallelCopyMin). The ranges must not overlap.
+// dst[r * dst_pitch, + width) = src[r * src_pitch, + width) for r in [0, height): in 1 MiB
+// pieces (or rows) on host_threads() threads (parallel.hpp) when there are many bytes, on one
+// below kParallelCopyMin. The ranges must not overlap.
 inline constexpr size_t kParallelCopyMin = size_t(64) << 20;
 void parallel_copy_rows(uint8_t* dst, size_t dst_pitch, const uint8_t* src, size_t src_pitch, size_t width,
                         size_t height);

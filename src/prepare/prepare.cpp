@@ -8,6 +8,7 @@
 
 #include "api/validate.hpp"
 #include "fp4moe/format.h"
+#include "parallel.hpp"
 
 #if defined(FP4MOE_WITH_CUDA)
 #include "cuda/common/check.hpp"
@@ -80,15 +81,16 @@ void fetch_w13(const TensorView& t, int64_t E, int64_t I, size_t row_bytes, bool
     copy_rows(t, 0, expert_bytes * size_t(E), dst, expert_bytes * size_t(E), expert_bytes * size_t(E), 1);
     return;
   }
-  auto expert = [&](size_t e) {
-    const size_t base = e * expert_bytes;
+  auto expert = [&](int64_t e, int) {
+    const size_t base = size_t(e) * expert_bytes;
     copy_rows(t, base, 2 * row_bytes, dst + base, row_bytes, row_bytes, size_t(I));
     copy_rows(t, base + row_bytes, 2 * row_bytes, dst + base + size_t(I) * row_bytes, row_bytes, row_bytes,
               size_t(I));
   };
-  // host tensors: experts in parallel (each copy alone is small); device tensors: one after another
+  // host tensors: experts in parallel (each copy alone is small); device tensors (their copies
+  // can throw): one after another
   const bool serial = t.device != DeviceType::cpu || expert_bytes * size_t(E) < kParallelCopyMin;
-  parallel_for(size_t(E), serial, expert);
+  parallel_for(E, serial ? 1 : host_threads(), expert);
 }
 
 // First NaN scale code in checkpoint order. scales: (E, R, C) canonical; canonical_row

@@ -2142,6 +2142,23 @@ TEST(CudaGemmLayout, PreparedFragmentsReproduceTheCheckpoint) {
   }
 }
 
+// An MXFP4 expert whose non-zero blocks span more than kMxMaxSpan binades cannot be folded:
+// build_fragments refuses it naming the lowest such expert, whichever thread met it first
+// (experts 1 and 4 of 6 here, so on more than one thread they fall in different slices).
+TEST(CudaGemmLayout, FragmentsRefuseTheLowestUnfoldableExpert) {
+  const int64_t E = 6;
+  const int N = 16, K = 64, block = 32;
+  detail::HostBytes data(size_t(E * N * K / 2), uint8_t(0x11)), scale(size_t(E * N * K / block), uint8_t(127));
+  for (const int64_t bad : {int64_t(1), int64_t(4)}) scale[size_t(bad * N * K / block)] = uint8_t(127 + kMxMaxSpan + 1);
+  const std::vector<float> dq(size_t(E), 1.0f);
+  try {
+    build_fragments("w", data, scale, dq, E, N, K, block, [](int64_t r, int64_t) { return r; });
+    ADD_FAILURE() << "an unfoldable expert was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("w_scale: e8m0 codes of expert 1 span"), std::string::npos) << e.what();
+  }
+}
+
 // Layout index functions: every (row, k) of a block has its own nibble, scale indices
 // stay inside the block's scale bytes.
 TEST(CudaGemmLayout, NibblesAreABijection) {
