@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in v32 (carry [".carry/z48"]: main f521da5's CLI and test binary, sm_90a; ~330 s).
+# Prepared in v32 (carry [".carry/z48"]: main 366c0c2's CLI and test binary, sm_90a; ~330 s).
 # Main since v32's device calls: the preparation fills its weights on every core (HostBytes,
 # parallel_copy_rows; host code, tested on the CPU), builds the fragments by table (2.3x on the
 # host; every GEMM test checks them through w13's row map), the CUDA backend frees the host copy of the
