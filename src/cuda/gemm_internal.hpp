@@ -396,14 +396,17 @@ struct Gemm80Config {
   std::string why;
 };
 // The token tile: the smallest of 8, 16, 24 that holds all of an expert's rows for all but
-// kSm80TileMaxSpill of the experts (rows per expert ~ Poisson(rows_bound / active experts):
-// uniform routing), else 32. An expert with more rows than the tile takes another slot that
-// decodes its weights again; a larger tile skips the MMAs of its n8 columns without rows, yet
-// still costs: on the H200 (notes v21) tile 16 against 8 was 4.5-8% slower where 2% of the
-// experts spill (mean 4 rows) and 1.2% faster at 9% (mean 5.3); 24 against 16 1% slower at
-// 4.5% (mean 10.7), 32 against 24 3% slower at 2.2% (mean 16). forced_tile (8, 16, 24 or
+// sm80_tile_max_spill(tile) of the experts (rows per expert ~ Poisson(rows_bound / active
+// experts): uniform routing), else 32. An expert with more rows than the tile takes another slot
+// that decodes its weights again; a larger tile skips the MMAs of its n8 columns without rows,
+// yet its loop costs more per weight byte. Measured on the H200 (notes v33: qwen3-30b,
+// qwen3-235b, gpt-oss-120b, W4A16): tile 8 beats 16 by 1-2.4% at 5.5 rows per expert (10.6%
+// spill) and loses by 3.5-5% at 6.5 (20.8%): limit 13% (5.8 rows). Tile 16 beats 24 by 2.7-3.7%
+// at 13 rows (16.5% spill) and loses by 0.8-1.8% at 14 (24.4%): limit 21% (13.7 rows). Tile 24
+// against 32 (notes v21): 32 was 3% slower at 2.2% spill; limit 8%. forced_tile (8, 16, 24 or
 // 32) replaces the rule.
-inline constexpr double kSm80TileMaxSpill = 0.08;
+inline constexpr double kSm80TileMaxSpill[3] = {0.13, 0.21, 0.08};  // tile 8, 16, 24
+inline constexpr double sm80_tile_max_spill(int tile) { return kSm80TileMaxSpill[tile / 8 - 1]; }
 Gemm80Config choose_config(const Gemm80Problem& p, int forced_tile = 0);
 // The forced token tile of the mma.sync launches (0: the rule): the environment's
 // FP4MOE_SM80_TILE, read at the first call; set_sm80_token_tile overrides it for the whole

@@ -37,7 +37,7 @@ Gemm80Config choose_config(const Gemm80Problem& p, int forced_tile) {
   const double mean = double(p.rows_bound) / double(active);  // rows per active expert if spread evenly
   c.token_tile = 32;
   for (int t : {8, 16, 24})
-    if (poisson_tail_above(mean, t) <= kSm80TileMaxSpill) {
+    if (poisson_tail_above(mean, t) <= sm80_tile_max_spill(t)) {
       c.token_tile = t;
       break;
     }

@@ -969,10 +969,12 @@ TEST(CudaGemmConfig, TokenTileHoldsNearlyEveryExpert) {
     int64_t E, k, T;
     int tile;
   };
-  // kimi-k2 T = 128 / 256 / 512, deepseek-v3 T = 128, qwen3 T = 128, gpt-oss (top-4 of 128)
-  // T = 512 / 640.
-  const Case cases[] = {{384, 8, 128, 8},  {384, 8, 256, 16}, {384, 8, 512, 16},  {256, 8, 128, 8},
-                        {128, 8, 128, 16}, {128, 4, 512, 24}, {128, 4, 640, 32}};
+  // kimi-k2 T = 128 / 256 / 512, deepseek-v3 T = 128, qwen3 T = 88 / 104 / 128 / 192 / 224
+  // (5.5 / 6.5 / 8 / 12 / 14 rows per expert: the measured sides of the 8 -> 16 and 16 -> 24
+  // steps), gpt-oss (top-4 of 128) T = 512 / 640.
+  const Case cases[] = {{384, 8, 128, 8},  {384, 8, 256, 8},  {384, 8, 512, 16}, {256, 8, 128, 8},
+                        {128, 8, 88, 8},   {128, 8, 104, 16}, {128, 8, 128, 16}, {128, 8, 192, 16},
+                        {128, 8, 224, 24}, {128, 4, 512, 24}, {128, 4, 640, 32}};
   std::mt19937_64 rng(7);
   for (const Case& c : cases) {
     SCOPED_TRACE("E " + std::to_string(c.E) + " k " + std::to_string(c.k) + " T " + std::to_string(c.T));
@@ -995,9 +997,14 @@ TEST(CudaGemmConfig, TokenTileHoldsNearlyEveryExpert) {
         over_smaller += n > cfg.token_tile - 8;
       }
     }
-    // kSm80TileMaxSpill (0.08) with room for the draw; the smaller tile must spill more.
-    EXPECT_LE(double(over) / double(experts), 0.1) << "experts needing a second tile";
-    if (cfg.token_tile > 8) EXPECT_GE(double(over_smaller) / double(experts), 0.06) << "the smaller tile would do";
+    // The tile's spill limit with room for the draw (these routings spread a little more
+    // evenly than Poisson); the smaller tile must spill more than its own limit allows.
+    if (cfg.token_tile < 32)
+      EXPECT_LE(double(over) / double(experts), sm80_tile_max_spill(cfg.token_tile) + 0.02)
+          << "experts needing a second tile";
+    if (cfg.token_tile > 8)
+      EXPECT_GE(double(over_smaller) / double(experts), sm80_tile_max_spill(cfg.token_tile - 8) - 0.04)
+          << "the smaller tile would do";
   }
   // forced_tile replaces the rule; other values leave it.
   EXPECT_EQ(choose_config({128 * 8, 384, 4096, 7168}, 24).token_tile, 24);
