@@ -21,28 +21,9 @@
 #include <memory>
 
 #include "backend.hpp"
+#include "cuda/common/env.hpp"
 
 namespace fp4moe::cuda {
-
-// An A/B switch of the environment (FP4MOE_SM90_PDL=0, FP4MOE_PDL=1, ...): whether `var` is set
-// and starts with `c`. Read per call, so that tests and benchmarks can flip it between forwards.
-inline bool env_switch(const char* var, char c) {
-  const char* v = std::getenv(var);
-  return v && v[0] == c;
-}
-
-// A process-wide forced choice (FP4MOE_SM80_TILE, FP4MOE_SM90_KERNEL) held in `cache`, -1
-// until read: read() (the environment's reading) on first use. The first caller's reading
-// wins, and a setter's store in between stays.
-template <class Read>
-int choice_once(std::atomic<int>& cache, Read read) {
-  int v = cache.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const int from_env = read();
-    v = cache.compare_exchange_strong(v, from_env, std::memory_order_relaxed) ? from_env : v;
-  }
-  return v;
-}
 
 // Weights on the device in the GEMM kernels' private layout (documented in
 // weights_cuda.cu next to its index functions). Built once by upload_weights.

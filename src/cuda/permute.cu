@@ -6,20 +6,28 @@
 // lanes by expert, so that a lane's rank among its peers is the popcount of the lower peer
 // lanes). Counts are shared-memory integer atomics; no atomic decides an order.
 //
-//   up to kPermuteFusedSlots slots:  permute_fused          1 launch, one warp
-//   otherwise:                       count -> scan -> place  3 launches, one CTA per chunk
-// The status word is zeroed first: by the fused kernel's lane 0, else by a memset before the
-// three. The memset node it saves at decode sizes cost, on the H200 at T = 1 (µs per layer):
-// qwen3-30b 25.6 -> 24.0, gpt-oss-120b 37.7 -> 36.1, kimi-k2 82.6 -> 81.2.
+//   up to permute_fused_slots():   permute_fused          1 launch, one warp
+//   up to permute_block_slots():   permute_block          1 launch, one CTA of up to 32 warps
+//   otherwise:                     count -> scan -> place  3 launches, one CTA per chunk
+// (permute_path in pipeline.hpp.) The status word is zeroed first: by the one-kernel paths'
+// thread 0, else by a memset before the three. The memset node it saves at decode sizes cost,
+// on the H200 at T = 1 (µs per layer): qwen3-30b 25.6 -> 24.0, gpt-oss-120b 37.7 -> 36.1,
+// kimi-k2 82.6 -> 81.2. The block kernel does the chunked path's work in one CTA: per warp what
+// permute_place does, with the counts' scan over the warps and experts in between, in place of
+// a memset node, permute_count and permute_scan (~10 µs at kimi-k2 T = 128-512 by the ncu
+// times below, before the launch gaps).
 //
 // H200, kimi-k2 (ncu, µs, count + scan + place): T = 128 3.1 + 3.9 + 6.1, T = 512 3.4 + 3.9 +
 // 5.9, T = 16384 3.6 + 19.7 + 6.9; fused 7.5 at T = 16. One warp per 1024-slot chunk took 37.7
 // (fused) at T = 128, 26.3 + 4.1 + 29.4 at T = 512 and 26.7 + 19.3 + 30.5 at T = 16384: each
 // 32-slot step of a walk cost ~0.8 µs (dependent loads, the match, a 64-bit division).
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <cstdlib>
 
 #include "cuda/common/check.hpp"
+#include "cuda/common/env.hpp"
 #include "cuda/common/launch.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/local_expert.cuh"
@@ -110,6 +118,23 @@ __device__ __forceinline__ int warp_exclusive_scan(int v) {
   return x - v;
 }
 
+// Exclusive scan of v over the CTA's threads in thread order (blockDim.x a multiple of 32, all
+// threads calling); warp_sum: int[32] of shared memory, used once.
+__device__ int block_exclusive_scan(int v, int* warp_sum) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const int in_warp = warp_exclusive_scan(v);
+  if (lane == 31) warp_sum[warp] = in_warp + v;
+  __syncthreads();
+  if (warp == 0) {
+    const int nw = blockDim.x / 32;
+    const int x = lane < nw ? warp_sum[lane] : 0;
+    const int ex = warp_exclusive_scan(x);
+    if (lane < nw) warp_sum[lane] = ex;
+  }
+  __syncthreads();
+  return warp_sum[warp] + in_warp;
+}
+
 // At most kPermuteFusedSlots slots: one warp counts, scans and places. shared: int[num_local].
 __global__ void permute_fused(PermuteArgs a) {
   extern __shared__ int hist[];
@@ -139,6 +164,45 @@ __global__ void permute_fused(PermuteArgs a) {
   // As the dependent of the activation preparation (PermuteArgs::dependent): this grid ends
   // after that one, so GEMM 1's wait for this grid covers it. Immediate when launched normally.
   ptx::grid_dependency_wait();
+}
+
+// Up to kPermuteBlockSlots slots: one CTA, warp w walks slots [w * warp_slots, + warp_slots).
+// Each warp counts its slots per expert (its own counters); every expert's total over the warps
+// is scanned over the experts (begin / count) and split into each warp's first position; each
+// warp places its slots. shared: int[warps][num_local] + int[32].
+__global__ void __launch_bounds__(1024) permute_block(PermuteArgs a, int64_t warp_slots) {
+  extern __shared__ int smem[];
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32;
+  const int64_t L = a.num_local, N = a.T * a.k;
+  int* const mine = smem + warp * L;  // the warp's counts, then its next free position per expert
+  int* const warp_sum = smem + warps * L;
+  ptx::grid_dependency_trigger();  // as in permute_fused
+  if (threadIdx.x == 0) *a.status = 0;  // ordered before warp_count's atomicOr by the __syncthreads below
+  for (int64_t i = threadIdx.x; i < warps * L; i += blockDim.x) smem[i] = 0;
+  __syncthreads();
+  const int64_t s0 = warp * warp_slots, s1 = std::min<int64_t>(N, s0 + warp_slots);
+  warp_count<kPlaceGroup>(a, s0, s1, mine, true);
+  __syncthreads();
+  // each thread a contiguous segment of experts (consecutive threads, consecutive experts)
+  const int64_t seg = (L + blockDim.x - 1) / blockDim.x;
+  const int64_t e0 = std::min<int64_t>(L, threadIdx.x * seg), e1 = std::min<int64_t>(L, e0 + seg);
+  int sum = 0;
+  for (int64_t e = e0; e < e1; ++e)
+    for (int w = 0; w < warps; ++w) sum += smem[w * L + e];
+  int run = block_exclusive_scan(sum, warp_sum);
+  for (int64_t e = e0; e < e1; ++e) {
+    const int first = run;
+    for (int w = 0; w < warps; ++w) {
+      const int n = smem[w * L + e];
+      smem[w * L + e] = run;
+      run += n;
+    }
+    a.begin[e] = first;
+    a.count[e] = run - first;
+  }
+  __syncthreads();
+  warp_place<kPlaceGroup>(a, s0, s1, mine);
+  ptx::grid_dependency_wait();  // as in permute_fused
 }
 
 // General path, kernel 1 (one CTA per chunk of chunk_slots slots): scratch[c * L + e] =
@@ -181,7 +245,7 @@ __global__ void __launch_bounds__(1024) permute_scan(PermuteArgs a, int64_t chun
   const int64_t L = a.num_local;
   int* start = smem;         // (L) total, then begin, per expert
   int* warp_sum = smem + L;  // (32)
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
+  const int tid = threadIdx.x;
   for (int64_t e = tid; e < L; e += blockDim.x) {
     const int32_t* col = a.scratch + e;  // chunk c at col[c * L]
     int tot = 0;
@@ -199,17 +263,7 @@ __global__ void __launch_bounds__(1024) permute_scan(PermuteArgs a, int64_t chun
   const int64_t e0 = std::min<int64_t>(L, tid * seg), e1 = std::min<int64_t>(L, e0 + seg);
   int sum = 0;
   for (int64_t e = e0; e < e1; ++e) sum += start[e];
-  const int in_warp = warp_exclusive_scan(sum);
-  if (lane == 31) warp_sum[warp] = in_warp + sum;
-  __syncthreads();
-  if (warp == 0) {
-    const int nw = blockDim.x / 32;
-    const int v = lane < nw ? warp_sum[lane] : 0;
-    const int ex = warp_exclusive_scan(v);
-    if (lane < nw) warp_sum[lane] = ex;
-  }
-  __syncthreads();
-  int run = warp_sum[warp] + in_warp;
+  int run = block_exclusive_scan(sum, warp_sum);
   for (int64_t e = e0; e < e1; ++e) {
     const int cnt = start[e];
     a.begin[e] = run;
@@ -278,7 +332,38 @@ __global__ void batched_rows_kernel(const int32_t* __restrict__ num_tokens, int6
   count[e] = c;
 }
 
+// The bounds (permute_fused_slots / permute_block_slots): -1 until read.
+std::atomic<int> g_fused_slots{-1}, g_block_slots{-1};
+
+int env_slots(const char* var, int64_t fallback) {
+  const char* v = std::getenv(var);
+  return int(v && *v ? std::clamp<int64_t>(std::atoll(v), 0, INT_MAX) : fallback);
+}
+
 }  // namespace
+
+int64_t permute_fused_slots() {
+  const int v = choice_once(g_fused_slots, [] { return env_slots("FP4MOE_PERMUTE_FUSED_SLOTS", kPermuteFusedSlots); });
+  return std::min<int64_t>(v, kPermuteFusedSlots);
+}
+
+int64_t permute_block_slots() {
+  return choice_once(g_block_slots, [] { return env_slots("FP4MOE_PERMUTE_BLOCK_SLOTS", kPermuteBlockSlots); });
+}
+
+void set_permute_bounds(int64_t fused_slots, int64_t block_slots) {
+  g_fused_slots.store(int(fused_slots < 0 ? kPermuteFusedSlots : std::min<int64_t>(fused_slots, INT_MAX)),
+                      std::memory_order_relaxed);
+  g_block_slots.store(int(block_slots < 0 ? kPermuteBlockSlots : std::min<int64_t>(block_slots, INT_MAX)),
+                      std::memory_order_relaxed);
+}
+
+PermutePath permute_path(int64_t slots, int64_t num_local) {
+  if (slots <= permute_fused_slots()) return PermutePath::fused;
+  if (slots <= permute_block_slots() && permute_block_warps(slots, num_local) > 0) return PermutePath::block;
+  // the workspace holds no chunk scratch up to kPermuteFusedSlots slots
+  return slots <= kPermuteFusedSlots ? PermutePath::fused : PermutePath::chunked;
+}
 
 bool permute(const PermuteArgs& a, cudaStream_t stream) {
   const int64_t N = a.T * a.k, L = a.num_local;
@@ -294,8 +379,15 @@ bool permute(const PermuteArgs& a, cudaStream_t stream) {
   if (N > INT_MAX)
     detail::fail(ErrorKind::unsupported, "permute: tokens * top_k: got " + std::to_string(N) + ", need <= " +
                                              std::to_string(INT_MAX) + " (int32 row positions)");
-  if (permute_one_kernel(N, L)) {  // it zeroes the status word itself (lane 0)
+  const PermutePath path = permute_path(N, L);
+  if (path == PermutePath::fused) {  // the one-kernel paths zero the status word themselves
     launch_kernel(permute_fused, dim3(1), dim3(32), hist_bytes, a.dependent, stream, a);
+    return true;
+  }
+  if (path == PermutePath::block) {
+    const int64_t warps = permute_block_warps(N, L);
+    launch_kernel(permute_block, dim3(1), dim3(unsigned(32 * warps)), size_t(warps * L + 32) * sizeof(int),
+                  a.dependent, stream, a, permute_block_warp_slots(N, warps));
     return true;
   }
   FP4MOE_CUDA_CHECK(cudaMemsetAsync(a.status, 0, sizeof(uint32_t), stream));

@@ -45,11 +45,21 @@ void route(const RouteArgs& args);
 // scratch: permute_scratch_ints(T*k, E_local) int32, [chunk][local expert] (none up to
 // kPermuteFusedSlots slots).
 // ---------------------------------------------------------------------------
-// The work split (permute.cu): up to kPermuteFusedSlots slots, one warp does everything in one
-// launch. Otherwise the slots are cut into chunks, one CTA each, of permute_warps warps that
-// each walk permute_warp_slots consecutive slots; there are at most kPermuteMaxChunks chunks,
-// so the scan's walk over one expert's chunks stays short.
+// The work split (permute.cu), by slots N = T*k and local experts L (permute_path):
+//   fused    N <= permute_fused_slots(): one warp does everything, one launch;
+//   block    N <= permute_block_slots(), where the CTA's per-warp counters fit (permute_block_warps
+//            > 0): one CTA of up to 32 warps, each walking permute_block_warp_slots consecutive
+//            slots, one launch;
+//   chunked  otherwise: the slots cut into chunks, one CTA each, of permute_warps warps that each
+//            walk permute_warp_slots consecutive slots; at most kPermuteMaxChunks chunks, so the
+//            scan's walk over one expert's chunks stays short. A memset and 3 launches.
+// Only N > kPermuteFusedSlots can take the chunked path, whatever the bounds: the workspace's
+// scratch (permute_scratch_ints) does not depend on them.
 inline constexpr int64_t kPermuteFusedSlots = 256;
+inline constexpr int64_t kPermuteBlockSlots = 8192;
+inline constexpr int64_t kPermuteBlockMaxWarps = 32;
+inline constexpr int64_t kPermuteBlockMaxSteps = 8;     // 32-slot steps per warp, at most
+inline constexpr int64_t kPermuteBlockSmem = 48 * 1024;  // the block kernel's counters + 32 ints
 inline constexpr int64_t kPermuteMaxChunks = 128;
 inline constexpr int64_t kPermuteMinWarpSlots = 128;
 // Warps per chunk: as many as 32 KiB of per-warp counters (one int per local expert) hold, 1-8.
@@ -65,6 +75,17 @@ inline int64_t permute_chunks(int64_t slots, int64_t num_local) {
   const int64_t chunk = permute_warps(num_local) * permute_warp_slots(slots, num_local);
   return (slots + chunk - 1) / chunk;
 }
+// The block kernel's warps for `slots` slots: one per 32 slots, at most kPermuteBlockMaxWarps and
+// as many as kPermuteBlockSmem holds counters for (one int per local expert each); 0 where that
+// leaves a warp more than kPermuteBlockMaxSteps steps (the chunked path then).
+inline int64_t permute_block_warps(int64_t slots, int64_t num_local) {
+  const int64_t by_smem = (kPermuteBlockSmem / 4 - 32) / std::max<int64_t>(num_local, 1);
+  const int64_t w = std::min({kPermuteBlockMaxWarps, by_smem, std::max<int64_t>((slots + 31) / 32, 1)});
+  return w >= 1 && w * 32 * kPermuteBlockMaxSteps >= slots ? w : 0;
+}
+inline int64_t permute_block_warp_slots(int64_t slots, int64_t warps) {
+  return ((slots + warps - 1) / warps + 31) / 32 * 32;
+}
 inline int64_t permute_scratch_ints(int64_t slots, int64_t num_local) {
   return slots > kPermuteFusedSlots ? permute_chunks(slots, num_local) * num_local : 0;
 }
@@ -73,8 +94,8 @@ struct PermuteArgs {
   const int32_t* topk_ids = nullptr;   // (T, k)
   const int32_t* expert_map = nullptr; // (E) global -> local or -1
   int64_t T = 0, k = 0, E = 0, num_local = 0;
-  uint32_t* status = nullptr;          // zeroed by permute (in the fused kernel, or a memset before the
-                                       // three), then kStatusBadId ORed in
+  uint32_t* status = nullptr;          // zeroed by permute (in the fused or block kernel, or a memset
+                                       // before the three), then kStatusBadId ORed in
   int32_t* begin = nullptr;            // (E_local)
   int32_t* count = nullptr;            // (E_local)
   int32_t* row_token = nullptr;        // (T*k)
@@ -89,10 +110,18 @@ struct PermuteArgs {
 // True when its last op was a kernel (N > 0, L > 0): the next may be launched as its
 // programmatic dependent (Gemm1Args::after_kernel).
 bool permute(const PermuteArgs& a, cudaStream_t stream);
-// Whether permute() runs as one kernel (PermuteArgs::dependent applies): 1 ... kPermuteFusedSlots
-// slots and at least one local expert.
+enum class PermutePath { fused, block, chunked };
+// The bounds of the fused and block kernels: kPermuteFusedSlots / kPermuteBlockSlots, unless the
+// environment (FP4MOE_PERMUTE_FUSED_SLOTS, at most kPermuteFusedSlots; FP4MOE_PERMUTE_BLOCK_SLOTS,
+// 0: no block kernel; A/B runs, read once) or a test's setter (-1: back to those) says otherwise.
+int64_t permute_fused_slots();
+int64_t permute_block_slots();
+void set_permute_bounds(int64_t fused_slots, int64_t block_slots);
+PermutePath permute_path(int64_t slots, int64_t num_local);
+// Whether permute() runs as one kernel (PermuteArgs::dependent applies): the fused or the block
+// kernel, with at least one slot and one local expert.
 inline bool permute_one_kernel(int64_t slots, int64_t num_local) {
-  return slots > 0 && slots <= kPermuteFusedSlots && num_local > 0;
+  return slots > 0 && num_local > 0 && permute_path(slots, num_local) != PermutePath::chunked;
 }
 
 // Batched format: begin[e] = e*M, count[e] = expert_num_tokens[e] clamped to [0, M]

@@ -199,69 +199,99 @@ TEST(CudaPermute, MatchesOracleBitExact) {
   std::mt19937_64 rng(seed);
   enum Kind { uniform, with_minus_one, non_local, one_expert, bad_ids };
   const char* kind_name[] = {"uniform", "with_minus_one", "non_local", "one_expert", "bad_ids"};
-  // T*k: one fused warp (8, 56, 256 slots); chunks of 1 (3000 experts: 2, 12000: 1) to 8
-  // warps, one partial chunk (264, 2400) to 128 chunks (131072).
-  for (int64_t T : {int64_t(1), int64_t(7), int64_t(32), int64_t(33), int64_t(300), int64_t(16384)}) {
-    for (int64_t E : {int64_t(64), int64_t(384), int64_t(3000), int64_t(12000)}) {
-      if (E > 384 && T == 16384) continue;  // the oracle walks E x T*k
-      for (int kind = uniform; kind <= bad_ids; ++kind) {
-        const int64_t k = 8;
-        SCOPED_TRACE("T=" + std::to_string(T) + " E=" + std::to_string(E) + " " + kind_name[kind]);
-        // map: identity, or every third expert non-local (and the rest shuffled)
-        std::vector<int32_t> map(static_cast<size_t>(E));
-        int64_t L = E;
-        if (kind == non_local) {
-          L = 0;
-          for (int64_t e = 0; e < E; ++e) map[e] = (e % 3 == 1) ? -1 : int32_t(L++);
-          std::vector<int32_t> perm(static_cast<size_t>(L));
-          for (int64_t i = 0; i < L; ++i) perm[i] = int32_t(i);
-          std::shuffle(perm.begin(), perm.end(), rng);
-          for (auto& m : map)
-            if (m >= 0) m = perm[m];
-        } else {
-          for (int64_t e = 0; e < E; ++e) map[e] = int32_t(e);
-        }
-        std::vector<int32_t> ids(size_t(T * k));
-        std::uniform_int_distribution<int32_t> pick(0, int32_t(E - 1));
-        for (int64_t s = 0; s < T * k; ++s) {
-          ids[s] = kind == one_expert ? 5 : pick(rng);
-          if (kind == with_minus_one && s % 3 == 0) ids[s] = -1;
-          if (kind == bad_ids && s % 97 == 3) ids[s] = (s % 2) ? int32_t(E + s % 7) : -2 - int32_t(s % 5);
-        }
-        const PermOracle o = permute_oracle(ids, map, T, k, E, L);
-        const int64_t N = T * k;
-        DeviceBuffer d_ids(ids), d_map(map), status(4, 0x5A), begin(size_t(L) * 4), count(size_t(L) * 4),
-            row_token(size_t(N) * 4), slot_row(size_t(N) * 4),
-            scratch(size_t(cuda::permute_scratch_ints(N, L)) * 4);
-        cuda::PermuteArgs a;
-        a.topk_ids = d_ids.as<int32_t>();
-        a.expert_map = d_map.as<int32_t>();
-        a.T = T;
-        a.k = k;
-        a.E = E;
-        a.num_local = L;
-        a.status = status.as<uint32_t>();
-        a.begin = begin.as<int32_t>();
-        a.count = count.as<int32_t>();
-        a.row_token = row_token.as<int32_t>();
-        a.slot_row = slot_row.as<int32_t>();
-        a.scratch = scratch.as<int32_t>();
-        cuda::permute(a, nullptr);
-        TEST_CUDA(cudaDeviceSynchronize());
-        expect_same("begin", begin.download<int32_t>(), o.begin, size_t(L));
-        expect_same("count", count.download<int32_t>(), o.count, size_t(L));
-        const auto rt = row_token.download<int32_t>();
-        expect_same("row_token", rt, o.row_token, o.row_token.size());
-        for (size_t p = o.row_token.size(); p < size_t(N); ++p)
-          if (rt[p] != -1) {  // 0xFF poison = -1: positions past sum(count) are not written
-            ADD_FAILURE() << "row_token[" << p << "] written past the routed rows: " << rt[p];
-            break;
+  // Each path where it applies, under three settings of the bounds (fused / block slots), at
+  // T*k = 8, 56, 256, 264, 2400, 8192, 8200, 131072 and E = 64, 384, 3000, 12000 (non_local: 2/3):
+  //   default (256 / 8192): fused up to 256; block at 264 (9 warps; 3000 experts: 4), 2400 (32
+  //     warps; 384 experts: 31) and 8192 (32 warps of 8 steps, 64 experts); chunked where the
+  //     counters leave a warp more than 8 steps (12000 experts at 264, 384 at 8192) and above;
+  //   no block kernel (256 / 0): chunks of 1 (3000 experts: 2, 12000: 1) to 8 warps, one partial
+  //     chunk (264, 2400) to 128 chunks (131072);
+  //   block from 33 slots (32 / 8192): 56 and 256 slots on the block kernel (1 to 8 warps).
+  struct Bounds {
+    const char* name;
+    int64_t fused, block;
+  };
+  const Bounds settings[] = {{"default bounds", -1, -1}, {"no block kernel", -1, 0}, {"block from 33 slots", 32, -1}};
+  struct Restore {
+    ~Restore() { cuda::set_permute_bounds(-1, -1); }
+  } restore;
+  for (const Bounds& b : settings) {
+    for (int64_t T : {int64_t(1), int64_t(7), int64_t(32), int64_t(33), int64_t(300), int64_t(1024), int64_t(1025),
+                      int64_t(16384)}) {
+      for (int64_t E : {int64_t(64), int64_t(384), int64_t(3000), int64_t(12000)}) {
+        if (E > 384 && T >= 1024) continue;                     // the oracle walks E x T*k
+        if (b.block == 0 && T <= 32) continue;                  // the same fused kernel as by default
+        if (b.fused == 32 && (T == 1 || T > 32)) continue;      // the same paths as by default
+        for (int kind = uniform; kind <= bad_ids; ++kind) {
+          const int64_t k = 8;
+          SCOPED_TRACE("T=" + std::to_string(T) + " E=" + std::to_string(E) + " " + kind_name[kind] + ", " + b.name);
+          // map: identity, or every third expert non-local (and the rest shuffled)
+          std::vector<int32_t> map(static_cast<size_t>(E));
+          int64_t L = E;
+          if (kind == non_local) {
+            L = 0;
+            for (int64_t e = 0; e < E; ++e) map[e] = (e % 3 == 1) ? -1 : int32_t(L++);
+            std::vector<int32_t> perm(static_cast<size_t>(L));
+            for (int64_t i = 0; i < L; ++i) perm[i] = int32_t(i);
+            std::shuffle(perm.begin(), perm.end(), rng);
+            for (auto& m : map)
+              if (m >= 0) m = perm[m];
+          } else {
+            for (int64_t e = 0; e < E; ++e) map[e] = int32_t(e);
           }
-        expect_same("slot_row", slot_row.download<int32_t>(), o.slot_row, size_t(N));
-        // status starts poisoned: permute zeroes it (fused kernel or memset), then ORs the bits
-        EXPECT_EQ(status.download<uint32_t>()[0], o.bad ? cuda::kStatusBadId : 0u);
-        for (const DeviceBuffer* b : {&status, &begin, &count, &row_token, &slot_row, &scratch})
-          EXPECT_EQ(b->guard_damage(), "");
+          std::vector<int32_t> ids(size_t(T * k));
+          std::uniform_int_distribution<int32_t> pick(0, int32_t(E - 1));
+          for (int64_t s = 0; s < T * k; ++s) {
+            ids[s] = kind == one_expert ? 5 : pick(rng);
+            if (kind == with_minus_one && s % 3 == 0) ids[s] = -1;
+            if (kind == bad_ids && s % 97 == 3) ids[s] = (s % 2) ? int32_t(E + s % 7) : -2 - int32_t(s % 5);
+          }
+          const PermOracle o = permute_oracle(ids, map, T, k, E, L);
+          const int64_t N = T * k;
+          DeviceBuffer d_ids(ids), d_map(map), status(4, 0x5A), begin(size_t(L) * 4), count(size_t(L) * 4),
+              row_token(size_t(N) * 4), slot_row(size_t(N) * 4),
+              scratch(size_t(cuda::permute_scratch_ints(N, L)) * 4);
+          cuda::PermuteArgs a;
+          a.topk_ids = d_ids.as<int32_t>();
+          a.expert_map = d_map.as<int32_t>();
+          a.T = T;
+          a.k = k;
+          a.E = E;
+          a.num_local = L;
+          a.status = status.as<uint32_t>();
+          a.begin = begin.as<int32_t>();
+          a.count = count.as<int32_t>();
+          a.row_token = row_token.as<int32_t>();
+          a.slot_row = slot_row.as<int32_t>();
+          a.scratch = scratch.as<int32_t>();
+          cuda::set_permute_bounds(b.fused, b.block);
+          const cuda::PermutePath path = cuda::permute_path(N, L);
+          const char* path_name[] = {"fused", "block", "chunked"};
+          SCOPED_TRACE(std::string("path ") + path_name[int(path)]);
+          cuda::permute(a, nullptr);
+          TEST_CUDA(cudaDeviceSynchronize());
+          expect_same("begin", begin.download<int32_t>(), o.begin, size_t(L));
+          expect_same("count", count.download<int32_t>(), o.count, size_t(L));
+          const auto rt = row_token.download<int32_t>();
+          expect_same("row_token", rt, o.row_token, o.row_token.size());
+          for (size_t p = o.row_token.size(); p < size_t(N); ++p)
+            if (rt[p] != -1) {  // 0xFF poison = -1: positions past sum(count) are not written
+              ADD_FAILURE() << "row_token[" << p << "] written past the routed rows: " << rt[p];
+              break;
+            }
+          expect_same("slot_row", slot_row.download<int32_t>(), o.slot_row, size_t(N));
+          // status starts poisoned: permute zeroes it (a one-kernel path or the memset), then ORs the bits
+          EXPECT_EQ(status.download<uint32_t>()[0], o.bad ? cuda::kStatusBadId : 0u);
+          // the one-kernel paths leave the chunk scratch as it was (its poison)
+          if (path != cuda::PermutePath::chunked)
+            for (int32_t v : scratch.download<int32_t>())
+              if (v != -1) {
+                ADD_FAILURE() << "scratch written by the " << path_name[int(path)] << " path: " << v;
+                break;
+              }
+          for (const DeviceBuffer* d : {&status, &begin, &count, &row_token, &slot_row, &scratch})
+            EXPECT_EQ(d->guard_damage(), "");
+        }
       }
     }
   }
@@ -287,6 +317,72 @@ TEST(CudaPermute, WorkSplitCoversEverySlot) {
       EXPECT_EQ(cuda::permute_scratch_ints(N, L), N > cuda::kPermuteFusedSlots ? c * L : 0);
     }
   }
+}
+
+// The block kernel's split and the path rule (host arithmetic, no GPU): the block kernel's
+// warps cover every slot in at most kPermuteBlockMaxSteps steps each, with their counters in
+// kPermuteBlockSmem; under any bounds the chunked path runs only where the workspace holds its
+// scratch (above kPermuteFusedSlots slots), the block kernel only where its split exists and
+// the fused one only up to kPermuteFusedSlots slots.
+TEST(CudaPermute, BlockSplitAndPathRule) {
+  struct Restore {
+    ~Restore() { cuda::set_permute_bounds(-1, -1); }
+  } restore;
+  const int64_t bounds[][2] = {{-1, -1}, {-1, 0}, {32, -1}, {0, 0}, {0, int64_t(1) << 30}, {1000, 100}};
+  int64_t blocks = 0, chunked = 0, fused = 0;
+  for (const auto& bd : bounds) {
+    cuda::set_permute_bounds(bd[0], bd[1]);
+    EXPECT_EQ(cuda::permute_fused_slots(), bd[0] < 0 ? cuda::kPermuteFusedSlots
+                                                     : std::min(bd[0], cuda::kPermuteFusedSlots));
+    EXPECT_EQ(cuda::permute_block_slots(), bd[1] < 0 ? cuda::kPermuteBlockSlots : bd[1]);
+    for (int64_t L : {int64_t(1), int64_t(64), int64_t(128), int64_t(384), int64_t(1025), int64_t(3000),
+                      int64_t(12000)}) {
+      for (int64_t N : {int64_t(1), int64_t(32), int64_t(33), int64_t(256), int64_t(257), int64_t(1024),
+                        int64_t(2400), int64_t(4096), int64_t(8192), int64_t(8193), int64_t(131072)}) {
+        SCOPED_TRACE("bounds " + std::to_string(bd[0]) + " / " + std::to_string(bd[1]) + " L=" + std::to_string(L) +
+                     " N=" + std::to_string(N));
+        const int64_t w = cuda::permute_block_warps(N, L);
+        if (w > 0) {
+          const int64_t ws = cuda::permute_block_warp_slots(N, w);
+          EXPECT_LE(w, cuda::kPermuteBlockMaxWarps);
+          EXPECT_LE((w * L + 32) * 4, cuda::kPermuteBlockSmem);
+          EXPECT_EQ(ws % 32, 0);
+          EXPECT_GE(ws, 32);
+          EXPECT_LE(ws / 32, cuda::kPermuteBlockMaxSteps);
+          EXPECT_GE(w * ws, N);  // the last warp's range ends at or past N
+        }
+        const cuda::PermutePath path = cuda::permute_path(N, L);
+        switch (path) {
+          case cuda::PermutePath::fused:
+            ++fused;
+            EXPECT_LE(N, cuda::kPermuteFusedSlots);
+            break;
+          case cuda::PermutePath::block:
+            ++blocks;
+            EXPECT_GT(w, 0);
+            EXPECT_LE(N, cuda::permute_block_slots());
+            EXPECT_GT(N, cuda::permute_fused_slots());
+            break;
+          case cuda::PermutePath::chunked:
+            ++chunked;
+            EXPECT_GT(N, cuda::kPermuteFusedSlots);
+            EXPECT_GT(cuda::permute_scratch_ints(N, L), 0);
+            break;
+        }
+        EXPECT_EQ(cuda::permute_one_kernel(N, L), path != cuda::PermutePath::chunked);
+      }
+    }
+  }
+  // every path was taken (the bounds above are not all one rule)
+  EXPECT_GT(fused, 0);
+  EXPECT_GT(blocks, 0);
+  EXPECT_GT(chunked, 0);
+  // the default bounds: the table's mid sizes on the block kernel (kimi-k2 T = 512, qwen3 T = 128)
+  cuda::set_permute_bounds(-1, -1);
+  EXPECT_EQ(cuda::permute_path(4096, 384), cuda::PermutePath::block);
+  EXPECT_EQ(cuda::permute_path(1024, 128), cuda::PermutePath::block);
+  EXPECT_EQ(cuda::permute_path(256, 128), cuda::PermutePath::fused);
+  EXPECT_EQ(cuda::permute_path(131072, 128), cuda::PermutePath::chunked);
 }
 
 // Row positions are int32: a row space past it, or more local experts than the counters
