@@ -343,7 +343,7 @@ int env_slots(const char* var, int64_t fallback) {
 }  // namespace
 
 int64_t permute_fused_slots() {
-  const int v = choice_once(g_fused_slots, [] { return env_slots("FP4MOE_PERMUTE_FUSED_SLOTS", kPermuteFusedSlots); });
+  const int v = choice_once(g_fused_slots, [] { return env_slots("FP4MOE_PERMUTE_FUSED_SLOTS", kPermuteFusedDefault); });
   return std::min<int64_t>(v, kPermuteFusedSlots);
 }
 
@@ -352,7 +352,7 @@ int64_t permute_block_slots() {
 }
 
 void set_permute_bounds(int64_t fused_slots, int64_t block_slots) {
-  g_fused_slots.store(int(fused_slots < 0 ? kPermuteFusedSlots : std::min<int64_t>(fused_slots, INT_MAX)),
+  g_fused_slots.store(int(fused_slots < 0 ? kPermuteFusedDefault : std::min<int64_t>(fused_slots, INT_MAX)),
                       std::memory_order_relaxed);
   g_block_slots.store(int(block_slots < 0 ? kPermuteBlockSlots : std::min<int64_t>(block_slots, INT_MAX)),
                       std::memory_order_relaxed);

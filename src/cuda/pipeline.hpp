@@ -55,8 +55,13 @@ void route(const RouteArgs& args);
 //            scan's walk over one expert's chunks stays short. A memset and 3 launches.
 // Only N > kPermuteFusedSlots can take the chunked path, whatever the bounds: the workspace's
 // scratch (permute_scratch_ints) does not depend on them.
-inline constexpr int64_t kPermuteFusedSlots = 256;
-inline constexpr int64_t kPermuteBlockSlots = 8192;
+// The bounds by default, from the H200 (notes v33; W4A16, qwen3-30b / qwen3-235b / gpt-oss-120b):
+// the block kernel beat the fused one from 64 slots (qwen3-30b T = 32: -5%, qwen3-235b -2%) and the
+// chunked path up to 4096 (qwen3-30b T = 64 / 128: -3.7 / -2.4%; T = 512 -0.3%), but lost to it
+// at 8192 (qwen3-30b T = 1024: +2.1%).
+inline constexpr int64_t kPermuteFusedSlots = 256;        // the fused kernel's most slots
+inline constexpr int64_t kPermuteFusedDefault = 32;
+inline constexpr int64_t kPermuteBlockSlots = 4096;
 inline constexpr int64_t kPermuteBlockMaxWarps = 32;
 inline constexpr int64_t kPermuteBlockMaxSteps = 8;     // 32-slot steps per warp, at most
 inline constexpr int64_t kPermuteBlockSmem = 48 * 1024;  // the block kernel's counters + 32 ints
@@ -111,7 +116,7 @@ struct PermuteArgs {
 // programmatic dependent (Gemm1Args::after_kernel).
 bool permute(const PermuteArgs& a, cudaStream_t stream);
 enum class PermutePath { fused, block, chunked };
-// The bounds of the fused and block kernels: kPermuteFusedSlots / kPermuteBlockSlots, unless the
+// The bounds of the fused and block kernels: kPermuteFusedDefault / kPermuteBlockSlots, unless the
 // environment (FP4MOE_PERMUTE_FUSED_SLOTS, at most kPermuteFusedSlots; FP4MOE_PERMUTE_BLOCK_SLOTS,
 // 0: no block kernel; A/B runs, read once) or a test's setter (-1: back to those) says otherwise.
 int64_t permute_fused_slots();

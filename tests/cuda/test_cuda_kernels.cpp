@@ -201,17 +201,19 @@ TEST(CudaPermute, MatchesOracleBitExact) {
   const char* kind_name[] = {"uniform", "with_minus_one", "non_local", "one_expert", "bad_ids"};
   // Each path where it applies, under three settings of the bounds (fused / block slots), at
   // T*k = 8, 56, 256, 264, 2400, 8192, 8200, 131072 and E = 64, 384, 3000, 12000 (non_local: 2/3):
-  //   default (256 / 8192): fused up to 256; block at 264 (9 warps; 3000 experts: 4), 2400 (32
-  //     warps; 384 experts: 31) and 8192 (32 warps of 8 steps, 64 experts); chunked where the
-  //     counters leave a warp more than 8 steps (12000 experts at 264, 384 at 8192) and above;
-  //   no block kernel (256 / 0): chunks of 1 (3000 experts: 2, 12000: 1) to 8 warps, one partial
-  //     chunk (264, 2400) to 128 chunks (131072);
-  //   block from 33 slots (32 / 8192): 56 and 256 slots on the block kernel (1 to 8 warps).
+  //   default (32 / 4096): fused at 8; block at 56 and 256 (1 to 8 warps; 12000 experts: 1), 264
+  //     (9 warps; 3000 experts: 4) and 2400 (32 warps; 384 experts: 31); chunked where the
+  //     counters leave a warp more than 8 steps (12000 experts at 264, 3000 at 2400) and from
+  //     8192: chunks of 1 (3000 experts: 2, 12000: 1) to 8 warps, to 128 chunks (131072);
+  //   fused to 256, no block kernel (256 / 0): fused at 56 and 256, one partial chunk at 264 and
+  //     2400;
+  //   block to 8192 (32 / 8192): 8192 slots on 32 warps of 8 steps (64 experts).
   struct Bounds {
     const char* name;
     int64_t fused, block;
   };
-  const Bounds settings[] = {{"default bounds", -1, -1}, {"no block kernel", -1, 0}, {"block from 33 slots", 32, -1}};
+  const Bounds settings[] = {
+      {"default bounds", -1, -1}, {"fused to 256, no block kernel", 256, 0}, {"block to 8192", -1, 8192}};
   struct Restore {
     ~Restore() { cuda::set_permute_bounds(-1, -1); }
   } restore;
@@ -220,8 +222,8 @@ TEST(CudaPermute, MatchesOracleBitExact) {
                       int64_t(16384)}) {
       for (int64_t E : {int64_t(64), int64_t(384), int64_t(3000), int64_t(12000)}) {
         if (E > 384 && T >= 1024) continue;                     // the oracle walks E x T*k
-        if (b.block == 0 && T <= 32) continue;                  // the same fused kernel as by default
-        if (b.fused == 32 && (T == 1 || T > 32)) continue;      // the same paths as by default
+        if (b.block == 0 && (T == 1 || T >= 1024)) continue;    // the same paths as by default
+        if (b.block == 8192 && T != 1024) continue;             // the same paths as by default
         for (int kind = uniform; kind <= bad_ids; ++kind) {
           const int64_t k = 8;
           SCOPED_TRACE("T=" + std::to_string(T) + " E=" + std::to_string(E) + " " + kind_name[kind] + ", " + b.name);
@@ -328,11 +330,11 @@ TEST(CudaPermute, BlockSplitAndPathRule) {
   struct Restore {
     ~Restore() { cuda::set_permute_bounds(-1, -1); }
   } restore;
-  const int64_t bounds[][2] = {{-1, -1}, {-1, 0}, {32, -1}, {0, 0}, {0, int64_t(1) << 30}, {1000, 100}};
+  const int64_t bounds[][2] = {{-1, -1}, {256, 0}, {-1, 8192}, {0, 0}, {0, int64_t(1) << 30}, {1000, 100}};
   int64_t blocks = 0, chunked = 0, fused = 0;
   for (const auto& bd : bounds) {
     cuda::set_permute_bounds(bd[0], bd[1]);
-    EXPECT_EQ(cuda::permute_fused_slots(), bd[0] < 0 ? cuda::kPermuteFusedSlots
+    EXPECT_EQ(cuda::permute_fused_slots(), bd[0] < 0 ? cuda::kPermuteFusedDefault
                                                      : std::min(bd[0], cuda::kPermuteFusedSlots));
     EXPECT_EQ(cuda::permute_block_slots(), bd[1] < 0 ? cuda::kPermuteBlockSlots : bd[1]);
     for (int64_t L : {int64_t(1), int64_t(64), int64_t(128), int64_t(384), int64_t(1025), int64_t(3000),
@@ -377,11 +379,15 @@ TEST(CudaPermute, BlockSplitAndPathRule) {
   EXPECT_GT(fused, 0);
   EXPECT_GT(blocks, 0);
   EXPECT_GT(chunked, 0);
-  // the default bounds: the table's mid sizes on the block kernel (kimi-k2 T = 512, qwen3 T = 128)
+  // the default bounds: decode on the fused kernel (T = 1, top-8), the table's mid sizes on the
+  // block kernel (qwen3 T = 8 / 32 / 128, kimi-k2 T = 512), qwen3 T = 1024 on the chunks
   cuda::set_permute_bounds(-1, -1);
-  EXPECT_EQ(cuda::permute_path(4096, 384), cuda::PermutePath::block);
+  EXPECT_EQ(cuda::permute_path(8, 384), cuda::PermutePath::fused);
+  EXPECT_EQ(cuda::permute_path(64, 128), cuda::PermutePath::block);
+  EXPECT_EQ(cuda::permute_path(256, 128), cuda::PermutePath::block);
   EXPECT_EQ(cuda::permute_path(1024, 128), cuda::PermutePath::block);
-  EXPECT_EQ(cuda::permute_path(256, 128), cuda::PermutePath::fused);
+  EXPECT_EQ(cuda::permute_path(4096, 384), cuda::PermutePath::block);
+  EXPECT_EQ(cuda::permute_path(8192, 128), cuda::PermutePath::chunked);
   EXPECT_EQ(cuda::permute_path(131072, 128), cuda::PermutePath::chunked);
 }
 
