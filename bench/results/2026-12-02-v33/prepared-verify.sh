@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# v33 (carry [".carry/z49", ".carry/z46"]: main 78733f5's CLI and test binary, and main 1028681's
+# CLI, sm_90a; ~330 s). Main now has the permute's block kernel with the bounds v33's A/B gave
+# (fused to 32 slots, block to 4096) and the fast path's spill limit per tile step. On the GPU:
+# the permute and config tests, memcheck of the permute, the whole test binary (EP apart,
+# 8 shards), then the layer at the points that changed, alternated with 1028681 (--check first).
+set -u
+start=$(date +%s)
+ok() { [ $(( $(date +%s) - start )) -lt $1 ]; }
+mkdir -p .carry/bin $OUT/ab
+unxz() { python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" $1 $2 && chmod +x $2; }
+unxz .carry/z49/tests.xz .carry/bin/fp4moe_tests
+unxz .carry/z49/cli.xz .carry/bin/fp4moe
+unxz .carry/z46/cli.xz .carry/bin/fp4moe_old
+timeout 60 .carry/bin/fp4moe_tests --gtest_filter='CudaPermute.*:CudaGemmConfig.*' > $OUT/permute.log 2>&1
+echo "permute+config rc=$? $(tail -1 $OUT/permute.log)"
+timeout 60 compute-sanitizer --tool memcheck .carry/bin/fp4moe_tests --gtest_filter='CudaPermute.*' > $OUT/memcheck.log 2>&1
+echo "memcheck rc=$? $(grep 'ERROR SUMMARY' $OUT/memcheck.log)"
+OUT=$OUT/suite TESTS_SHARDS=8 TESTS_FILTER='-*Ep*' TESTS_TIMEOUT=200 timeout 220 bash scripts/gpu_suite.sh tests 2>&1 | tail -9
+echo "suite t=$(( $(date +%s) - start ))"
+r=0
+while ok 240; do
+  r=$((r + 1)); chk=--no-check; [ $r = 1 ] && chk=--check
+  for b in fp4moe fp4moe_old; do
+    for m in qwen3-30b:8,32,88,128,192,1024 qwen3-235b:32,88,192 gpt-oss-120b:176,384; do
+      ok 290 || break 3
+      timeout 30 .carry/bin/$b bench --model ${m%%:*} --tokens ${m#*:} --iters 40 $chk --no-baseline --no-ceilings > $OUT/ab/$b-${m%%:*}-r$r.txt 2>&1
+    done
+  done
+done
+echo "rounds $r t=$(( $(date +%s) - start ))"
+grep -l FAIL $OUT/ab/*.txt; grep -c PASS $OUT/ab/*-r1.txt | tr '\n' ' '; echo
+cd $OUT && for f in ab/*-r*.txt; do b=$(basename $f .txt); v=${b%%-*}; rest=${b#*-}; m=${rest%-r*}; \
+  grep -E "^ +[0-9]+ +[0-9.]+ " $f | awk -v v=$v -v m=$m '{print m, $1, v, $2}'; done | sort | \
+  awk '{k=$1" "$2" "$3; a[k]=a[k]" "$4} END{for(k in a) print k, a[k]}' | sort -k1,1 -k2,2n -k3,3
+tar czf ab.tgz ab && rm -rf ab
