@@ -12,6 +12,7 @@ unxz() { python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys
 unxz .carry/z49/tests.xz .carry/bin/fp4moe_tests
 unxz .carry/z49/cli.xz .carry/bin/fp4moe
 unxz .carry/z46/cli.xz .carry/bin/fp4moe_old
+cp .carry/bin/fp4moe .carry/bin/fp4moe_new
 timeout 60 .carry/bin/fp4moe_tests --gtest_filter='CudaPermute.*:CudaGemmConfig.*' > $OUT/permute.log 2>&1
 echo "permute+config rc=$? $(tail -1 $OUT/permute.log)"
 timeout 60 compute-sanitizer --tool memcheck .carry/bin/fp4moe_tests --gtest_filter='CudaPermute.*' > $OUT/memcheck.log 2>&1
@@ -21,16 +22,14 @@ echo "suite t=$(( $(date +%s) - start ))"
 r=0
 while ok 240; do
   r=$((r + 1)); chk=--no-check; [ $r = 1 ] && chk=--check
-  for b in fp4moe fp4moe_old; do
+  for b in new old; do
     for m in qwen3-30b:8,32,88,128,192,1024 qwen3-235b:32,88,192 gpt-oss-120b:176,384; do
       ok 290 || break 3
-      timeout 30 .carry/bin/$b bench --model ${m%%:*} --tokens ${m#*:} --iters 40 $chk --no-baseline --no-ceilings > $OUT/ab/$b-${m%%:*}-r$r.txt 2>&1
+      timeout 30 .carry/bin/fp4moe_$b bench --model ${m%%:*} --tokens ${m#*:} --iters 40 $chk --no-baseline --no-ceilings > $OUT/ab/${m%%:*}-$b-r$r.txt 2>&1
     done
   done
 done
 echo "rounds $r t=$(( $(date +%s) - start ))"
 grep -l FAIL $OUT/ab/*.txt; grep -c PASS $OUT/ab/*-r1.txt | tr '\n' ' '; echo
-cd $OUT && for f in ab/*-r*.txt; do b=$(basename $f .txt); v=${b%%-*}; rest=${b#*-}; m=${rest%-r*}; \
-  grep -E "^ +[0-9]+ +[0-9.]+ " $f | awk -v v=$v -v m=$m '{print m, $1, v, $2}'; done | sort | \
-  awk '{k=$1" "$2" "$3; a[k]=a[k]" "$4} END{for(k in a) print k, a[k]}' | sort -k1,1 -k2,2n -k3,3
-tar czf ab.tgz ab && rm -rf ab
+python3 scripts/ab_summary.py $OUT/ab --base old
+cd $OUT && tar czf ab.tgz ab && rm -rf ab
