@@ -10,10 +10,7 @@
 # Predicted: -1 to -3% where the 16-token tile runs (6-14 rows per expert): qwen3 T = 104-208,
 # gpt-oss-120b T = 208-416, kimi-k2 T = 512, deepseek-v3 T = 256.
 set -u
-start=$(date +%s)
-ok() { [ $(( $(date +%s) - start )) -lt $1 ]; }
-mkdir -p .carry/bin $OUT/ab
-unxz() { python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" $1 $2 && chmod +x $2; }
+source scripts/device_lib.sh
 unxz .carry/z50/tests.xz .carry/bin/fp4moe_tests
 unxz .carry/z50/cli.xz .carry/bin/fp4moe_p16
 unxz .carry/z49/cli.xz .carry/bin/fp4moe_main

@@ -5,10 +5,7 @@
 # the permute and config tests, memcheck of the permute, the whole test binary (EP apart,
 # 8 shards), then the layer at the points that changed, alternated with 1028681 (--check first).
 set -u
-start=$(date +%s)
-ok() { [ $(( $(date +%s) - start )) -lt $1 ]; }
-mkdir -p .carry/bin $OUT/ab
-unxz() { python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" $1 $2 && chmod +x $2; }
+source scripts/device_lib.sh
 unxz .carry/z49/tests.xz .carry/bin/fp4moe_tests
 unxz .carry/z49/cli.xz .carry/bin/fp4moe
 unxz .carry/z46/cli.xz .carry/bin/fp4moe_old
