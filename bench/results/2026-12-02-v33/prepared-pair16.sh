@@ -15,7 +15,7 @@ unxz .carry/z50/tests.xz .carry/bin/fp4moe_tests
 unxz .carry/z50/cli.xz .carry/bin/fp4moe_p16
 unxz .carry/z49/cli.xz .carry/bin/fp4moe_main
 if [ "${1:-tests}" = tests ]; then
-  timeout 90 .carry/bin/fp4moe_tests --gtest_filter='*Sm80Tile*:CudaGemm.*:CudaLayer.*' > $OUT/tiles.log 2>&1
+  timeout 90 .carry/bin/fp4moe_tests --gtest_filter='*Sm80Tile*:*CudaGemm.*:CudaLayer.*:*CudaLayerConformance*' > $OUT/tiles.log 2>&1
   echo "tiles+layer rc=$? $(tail -1 $OUT/tiles.log)"
   for tool in memcheck racecheck; do
     timeout 60 compute-sanitizer --tool $tool .carry/bin/fp4moe_tests --gtest_filter='*Sm80Tile*' > $OUT/$tool.log 2>&1
