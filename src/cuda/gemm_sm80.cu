@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "cuda/gemm_internal.hpp"
@@ -58,10 +57,7 @@ Gemm80Config choose_config(const Gemm80Problem& p, int forced_tile) {
 }
 
 int sm80_token_tile() {
-  return choice_once(g_token_tile, [] {
-    const char* v = std::getenv("FP4MOE_SM80_TILE");
-    return v ? std::atoi(v) : 0;
-  });
+  return choice_once(g_token_tile, [] { return env_int("FP4MOE_SM80_TILE", 0); });
 }
 
 void set_sm80_token_tile(int tile) { g_token_tile.store(tile, std::memory_order_relaxed); }

@@ -160,8 +160,7 @@ int wide_width_of(double mean, double sd, int narrow) {
 // of the thresholds: FP4MOE_SM90_SPLIT_WAVES, FP4MOE_SM90_WIDTH_WAVES, FP4MOE_SM90_MIN_ROWS,
 // FP4MOE_SM90_MIN_ROWS_MX).
 int env_threshold(const char* var, int fallback) {
-  const char* v = std::getenv(var);
-  const int n = v ? std::atoi(v) : 0;
+  const int n = env_int(var, 0);
   return n > 0 ? n : fallback;
 }
 

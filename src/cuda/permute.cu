@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <cstdlib>
 
 #include "cuda/common/check.hpp"
 #include "cuda/common/env.hpp"
@@ -335,10 +334,8 @@ __global__ void batched_rows_kernel(const int32_t* __restrict__ num_tokens, int6
 // The bounds (permute_fused_slots / permute_block_slots): -1 until read.
 std::atomic<int> g_fused_slots{-1}, g_block_slots{-1};
 
-int env_slots(const char* var, int64_t fallback) {
-  const char* v = std::getenv(var);
-  return int(v && *v ? std::clamp<int64_t>(std::atoll(v), 0, INT_MAX) : fallback);
-}
+// A bound of the environment: a slot count, negative values read as 0.
+int env_slots(const char* var, int64_t fallback) { return std::max(0, env_int(var, int(fallback))); }
 
 }  // namespace
 

@@ -1,7 +1,9 @@
 // The CUDA backend's A/B switches and forced choices read from the environment.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdlib>
 
 namespace fp4moe::cuda {
@@ -11,6 +13,14 @@ namespace fp4moe::cuda {
 inline bool env_switch(const char* var, char c) {
   const char* v = std::getenv(var);
   return v && v[0] == c;
+}
+
+// An integer of the environment (a forced choice, bound or threshold for A/B runs): `fallback`
+// where `var` is unset or empty, else its leading integer as std::atoll reads it, clamped to int.
+inline int env_int(const char* var, int fallback) {
+  const char* v = std::getenv(var);
+  if (!v || !*v) return fallback;
+  return int(std::clamp<long long>(std::atoll(v), INT_MIN, INT_MAX));
 }
 
 // A process-wide forced choice (FP4MOE_SM80_TILE, FP4MOE_SM90_KERNEL, the permute's bounds) held
