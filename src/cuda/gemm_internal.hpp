@@ -401,8 +401,8 @@ struct Gemm80Config {
 // that decodes its weights again; a larger tile skips the MMAs of its n8 columns without rows,
 // yet its loop costs more per weight byte. Measured on the H200 (notes v33: qwen3-30b,
 // qwen3-235b, gpt-oss-120b, W4A16): tile 8 beats 16 by 1-2.4% at 5.5 rows per expert (10.6%
-// spill) and loses by 3.5-5% at 6.5 (20.8%): limit 13% (5.8 rows). Tile 16 beats 24 by 2.7-3.7%
-// at 13 rows (16.5% spill) and loses by 0.8-1.8% at 14 (24.4%): limit 21% (13.7 rows). Tile 24
+// spill) and loses by 3.5-4.8% at 6.5 (20.8%): limit 13% (5.8 rows). Tile 16 beats 24 by 2-3.7%
+// at 13 rows (16.5% spill) and loses by 0.8-2.1% at 14 (24.4%): limit 21% (13.7 rows). Tile 24
 // against 32 (notes v21): 32 was 3% slower at 2.2% spill; limit 8%. forced_tile (8, 16, 24 or
 // 32) replaces the rule.
 inline constexpr double kSm80TileMaxSpill[3] = {0.13, 0.21, 0.08};  // tile 8, 16, 24

@@ -57,8 +57,8 @@ void route(const RouteArgs& args);
 // scratch (permute_scratch_ints) does not depend on them.
 // The bounds by default, from the H200 (notes v33; W4A16, qwen3-30b / qwen3-235b / gpt-oss-120b):
 // the block kernel beat the fused one from 64 slots (qwen3-30b T = 32: -5%, qwen3-235b -2%) and the
-// chunked path up to 4096 (qwen3-30b T = 64 / 128: -3.7 / -2.4%; T = 512 -0.3%), but lost to it
-// at 8192 (qwen3-30b T = 1024: +2.1%).
+// chunked path up to 4096 (qwen3-30b T = 64 / 128: -3.8 / -2.5%; T = 512 -0.3%), but lost to it
+// at 8192 (qwen3-30b T = 1024: +2.2%).
 inline constexpr int64_t kPermuteFusedSlots = 256;        // the fused kernel's most slots
 inline constexpr int64_t kPermuteFusedDefault = 32;
 inline constexpr int64_t kPermuteBlockSlots = 4096;
