@@ -2,8 +2,39 @@
 #   ok SECONDS          true while fewer than SECONDS have passed since this file was sourced
 #   unxz FILE.xz DEST   decompresses a carried binary (python's lzma: the device has no xz) and
 #                       makes it executable
+#   ab_point, ab_rounds the A/B processes of carried CLIs (below)
 # and creates .carry/bin and $OUT/ab.
 start=$(date +%s)
 ok() { [ $(( $(date +%s) - start )) -lt "$1" ]; }
 unxz() { python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$1" "$2" && chmod +x "$2"; }
 mkdir -p .carry/bin "$OUT/ab"
+
+# ab_point VARIANT ROUND MODEL QUANT TOKENS: one A/B process of .carry/bin/fp4moe_VARIANT (--check
+# in round 1), its output $OUT/ab/MODEL_QUANT-VARIANT-rROUND.txt, the names scripts/ab_summary.py reads.
+ab_point() {
+  local chk=--no-check
+  [ "$2" = 1 ] && chk=--check
+  timeout 40 ".carry/bin/fp4moe_$1" bench --model "$3" --quant "$4" --tokens "$5" --iters 40 $chk --no-baseline \
+    --no-ceilings > "$OUT/ab/$3_$4-$1-r$2.txt" 2>&1
+}
+
+# ab_rounds ROUND_S POINT_S "VARIANTS" "SPECS" ["FIRST_SPECS"]: rounds of alternated A/B processes,
+# a round begun while fewer than ROUND_S seconds have passed, none started past POINT_S. A round
+# runs each variant in turn over SPECS (model:quant:tokens ...), and FIRST_SPECS too in rounds 1-2.
+# Leaves the rounds begun in ab_round.
+ab_rounds() {
+  ab_round=0
+  local b m model q toks specs
+  while ok "$1"; do
+    ab_round=$((ab_round + 1))
+    specs="$4"
+    [ $ab_round -le 2 ] && specs="$specs ${5:-}"
+    for b in $3; do
+      for m in $specs; do
+        ok "$2" || return 0
+        IFS=: read -r model q toks <<< "$m"
+        ab_point "$b" $ab_round "$model" "$q" "$toks"
+      done
+    done
+  done
+}

@@ -25,20 +25,10 @@ if [ "${1:-tests}" = tests ]; then
   echo "t=$(( $(date +%s) - start ))"
   exit 0
 fi
-r=0
-while ok 330; do
-  r=$((r + 1)); chk=--no-check; [ $r = 1 ] && chk=--check
-  for b in main p16; do
-    ms="qwen3-30b:w4a16:104,128,192,208 qwen3-30b:w4a4:128,192 qwen3-235b:w4a16:104,128,192 gpt-oss-120b:w4a16:208,256,384"
-    [ $r -le 2 ] && ms="$ms kimi-k2:w4a16:512 deepseek-v3:w4a16:256"
-    for m in $ms; do
-      ok 390 || break 3
-      IFS=: read -r model q toks <<< "$m"
-      timeout 40 .carry/bin/fp4moe_$b bench --model $model --quant $q --tokens $toks --iters 40 $chk --no-baseline --no-ceilings > $OUT/ab/${model}_$q-$b-r$r.txt 2>&1
-    done
-  done
-done
-echo "rounds $r t=$(( $(date +%s) - start ))"
+ab_rounds 330 390 "main p16" \
+  "qwen3-30b:w4a16:104,128,192,208 qwen3-30b:w4a4:128,192 qwen3-235b:w4a16:104,128,192 gpt-oss-120b:w4a16:208,256,384" \
+  "kimi-k2:w4a16:512 deepseek-v3:w4a16:256"
+echo "rounds $ab_round t=$(( $(date +%s) - start ))"
 grep -l FAIL $OUT/ab/*.txt; grep -c PASS $OUT/ab/*-r1.txt | tr '\n' ' '; echo
 python3 scripts/ab_summary.py $OUT/ab --base main
 cd $OUT && tar czf ab.tgz ab && rm -rf ab

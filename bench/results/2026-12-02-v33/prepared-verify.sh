@@ -16,17 +16,8 @@ timeout 60 compute-sanitizer --tool memcheck .carry/bin/fp4moe_tests --gtest_fil
 echo "memcheck rc=$? $(grep 'ERROR SUMMARY' $OUT/memcheck.log)"
 OUT=$OUT/suite TESTS_SHARDS=8 TESTS_FILTER='-*Ep*' TESTS_TIMEOUT=200 timeout 220 bash scripts/gpu_suite.sh tests 2>&1 | tail -9
 echo "suite t=$(( $(date +%s) - start ))"
-r=0
-while ok 240; do
-  r=$((r + 1)); chk=--no-check; [ $r = 1 ] && chk=--check
-  for b in new old; do
-    for m in qwen3-30b:8,32,88,128,192,1024 qwen3-235b:32,88,192 gpt-oss-120b:176,384; do
-      ok 290 || break 3
-      timeout 30 .carry/bin/fp4moe_$b bench --model ${m%%:*} --tokens ${m#*:} --iters 40 $chk --no-baseline --no-ceilings > $OUT/ab/${m%%:*}-$b-r$r.txt 2>&1
-    done
-  done
-done
-echo "rounds $r t=$(( $(date +%s) - start ))"
+ab_rounds 240 290 "new old" "qwen3-30b:w4a16:8,32,88,128,192,1024 qwen3-235b:w4a16:32,88,192 gpt-oss-120b:w4a16:176,384"
+echo "rounds $ab_round t=$(( $(date +%s) - start ))"
 grep -l FAIL $OUT/ab/*.txt; grep -c PASS $OUT/ab/*-r1.txt | tr '\n' ' '; echo
 python3 scripts/ab_summary.py $OUT/ab --base old
 cd $OUT && tar czf ab.tgz ab && rm -rf ab
