@@ -528,10 +528,15 @@ inline constexpr int kSm90RowTile = 256;           // weight rows per CTA: 2 war
 // and MXFP4 from 48 instead of 32 35 / 65% slower at 32 / 40 rows (gpt-oss-120b T = 1024 /
 // 1280). MXFP4 from 16 (notes v22, since the width split): against 32, gpt-oss-120b T = 768 /
 // 896 (24 / 28 rows) -12.5 / -18.2%; against 24, T = 512 / 576 / 640 / 704 (16-22 rows) -1.0 /
-// -5.6 / -6.0 / -8.1%. The environment's FP4MOE_SM90_MIN_ROWS / FP4MOE_SM90_MIN_ROWS_MX
-// replace them (A/B).
+// -5.6 / -6.0 / -8.1%. Since the fast path's faster loops (notes v24 / v25), against the fast
+// path at 16-24 rows (notes v34, 17-21 processes per point): MXFP4 gpt-oss-120b T = 512 / 576 /
+// 640 / 768 (16 / 18 / 20 / 24 rows) -5.2 / -1.3 / -1.2 / +1.9% for the fast path, so MXFP4
+// takes wgmma from 22 rows. NVFP4 is mixed at 16 rows (qwen3-30b -6.3%, qwen3-235b -1.9%,
+// deepseek-v3 +1.5%, kimi-k2 +2.8%) and the fast path loses from 18 (qwen3-235b +2.2%,
+// deepseek-v3 +11.7%), so NVFP4 keeps 16. The environment's FP4MOE_SM90_MIN_ROWS /
+// FP4MOE_SM90_MIN_ROWS_MX replace them (A/B).
 inline constexpr int kSm90MinRowsPerExpert = 16;
-inline constexpr int kSm90MinRowsPerExpertMx = 16;
+inline constexpr int kSm90MinRowsPerExpertMx = 22;
 
 struct Sm90Problem {
   int64_t rows_bound = 0;   // upper bound on the rows of all experts together

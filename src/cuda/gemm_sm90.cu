@@ -1,6 +1,6 @@
 // The grouped GEMMs on Hopper warpgroup MMA (FP4MOE_GEMM=sm90; sm_90a only) for
 // prefill-sized batches: at least kSm90MinRowsPerExpert (16) rows per active expert, MXFP4
-// kSm90MinRowsPerExpertMx (16 too) (kimi-k2 from T = 768).
+// kSm90MinRowsPerExpertMx (22) (kimi-k2 from T = 768, gpt-oss-120b from T = 704).
 //
 // Why: at many rows per expert the fast path (mma.sync, 32 tokens per CTA) re-reads every
 // weight tile once per 32 tokens and issues one mma.sync per 16x8x16. Here a CTA covers 64 or

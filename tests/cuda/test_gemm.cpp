@@ -614,7 +614,7 @@ std::vector<Spec> specs() {
   // 224 is one partial 256-row tile; I / 16 = 7 NVFP4 blocks of h per row (odd).
   v.push_back({"large_w4a4_batched", 192, 112, 3, WeightFormat::nvfp4, true, Activation::silu, false, {80, 0, 45},
                true, 27, false, true});
-  // Fewer than 64 rows per active expert (16 and up, both formats): rsws4 runs width split
+  // Fewer than 64 rows per active expert (from 16 NVFP4, 22 MXFP4): rsws4 runs width split
   // (Sm90Config::narrow_width; CudaGemmSm90.WidthSplitAtEveryWidth forces each width). Counts
   // on both sides of each narrow width and of 64 (65 = a full tile and a narrow one of 1);
   // H = 320 and I = 144: a partial last k-block in both GEMMs, 2I = 288 a partial row tile.
@@ -1373,12 +1373,13 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   }
   EXPECT_TRUE(choose_sm90_config({kSm90MinRowsPerExpert * 384, 384, 4096, 7168}).use);
   // as measured (gemm_internal.hpp): kimi-k2 T = 768 (16 rows per expert) on wgmma, T = 512 (11)
-  // on the fast path; gpt-oss-120b (MXFP4, E = 128, k = 4) T = 512 (16) on wgmma, T = 480 (15)
-  // on the fast path.
+  // on the fast path; gpt-oss-120b (MXFP4, E = 128, k = 4) T = 704 (22) on wgmma, T = 512 / 640
+  // (16 / 20) on the fast path.
   EXPECT_TRUE(choose_sm90_config({768 * 8, 384, 4096, 7168}).use);
   EXPECT_FALSE(choose_sm90_config({512 * 8, 384, 4096, 7168}).use);
-  EXPECT_TRUE(choose_sm90_config(mx(512 * 4, 128, 5760, 2880)).use);
-  EXPECT_FALSE(choose_sm90_config(mx(480 * 4, 128, 5760, 2880)).use);
+  EXPECT_TRUE(choose_sm90_config(mx(704 * 4, 128, 5760, 2880)).use);
+  EXPECT_FALSE(choose_sm90_config(mx(640 * 4, 128, 5760, 2880)).use);
+  EXPECT_FALSE(choose_sm90_config(mx(512 * 4, 128, 5760, 2880)).use);
   EXPECT_TRUE(choose_sm90_config({512 * 4, 128, 5760, 2880}).use);
   EXPECT_FALSE(choose_sm90_config({0, 384, 4096, 7168}).use);
   // 64-token tiles where an odd number of them covers the average expert (up to 256 rows).
