@@ -115,7 +115,7 @@ struct Gemm2Args {
 // a CTA and summed in fixed order; splitk
 // (gemm_splitk.cu): decode shapes split K across CTAs, a second kernel sums the splits in fixed
 // order; stream (gemm_stream.cu): decode shapes streamed warp by warp over the whole K through
-// shared memory; sm90 (gemm_sm90.cu): prefill shapes (>= 16 rows per active expert) on Hopper
+// shared memory; sm90 (gemm_sm90.cu): prefill shapes (>= 16 rows per active expert, MXFP4 >= 22) on Hopper
 // wgmma, sm_90 devices only, NVFP4 activations (W4A4) staged through bf16 copies in its
 // scratch (nvfp4_staging.cu). Other shapes run `fast` (mma.sync tiles, gemm_sm80_kernel.cuh). The
 // default, sm90, runs the smallest decode shapes on the decode kernels and prefill shapes on wgmma
