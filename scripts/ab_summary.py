@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The table of an A/B run: bench outputs named <model>-<variant>-<rep>.txt in one folder (what the
 device calls write: variants alternated, each repeated), as one markdown row per model and token
-count with each variant's mean µs per layer over its repetitions (n) and its change against the
-base variant.
+count with each variant's median (or mean) µs per layer over its repetitions (n) and its change
+against the base variant. The median is the default: a process that lands on the power cap's
+clock step moves a mean of few processes, not the median.
 
-usage: ab_summary.py DIR [--base VARIANT]
+usage: ab_summary.py DIR [--base VARIANT] [--stat median|mean]
 
 Variant names hold no '-'. The base is --base, else 'main' when present, else the first name in
 sorted order. A file with no result rows (a run that failed or was cut short) counts for nothing.
@@ -45,19 +46,20 @@ def collect(folder):
     return runs, sorted(variants)
 
 
-def table(runs, variants, base):
+def table(runs, variants, base, stat="median"):
+    of = statistics.median if stat == "median" else statistics.mean
     others = [v for v in variants if v != base]
-    head = f"| model | T | {base} µs (n) |" + "".join(f" {v} µs (n) | change |" for v in others)
+    head = f"| model | T | {base} {stat} µs (n) |" + "".join(f" {v} µs (n) | change |" for v in others)
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for (model, tokens) in sorted(runs):
         got = runs[(model, tokens)]
         if base not in got:
             continue
-        b = statistics.mean(got[base])
+        b = of(got[base])
         cells = [model, str(tokens), f"{b:.1f} ({len(got[base])})"]
         for v in others:
             if v in got:
-                m = statistics.mean(got[v])
+                m = of(got[v])
                 cells += [f"{m:.1f} ({len(got[v])})", f"{m - b:+.1f} ({100 * (m / b - 1):+.1f}%)"]
             else:
                 cells += ["-", "-"]
@@ -69,6 +71,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder")
     ap.add_argument("--base", default=None)
+    ap.add_argument("--stat", choices=["median", "mean"], default="median")
     a = ap.parse_args(argv)
     runs, variants = collect(a.folder)
     if not variants:
@@ -78,7 +81,7 @@ def main(argv):
     if base not in variants:
         print(f"ab_summary: --base: got {base}, need one of {', '.join(variants)}", file=sys.stderr)
         return 1
-    print(table(runs, variants, base))
+    print(table(runs, variants, base, a.stat))
     return 0
 
 

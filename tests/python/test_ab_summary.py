@@ -1,8 +1,8 @@
 """scripts/ab_summary.py: the A/B table from synthetic bench outputs.
 
 Each file is what `fp4moe bench` prints, cut to the lines the script reads (a line before the
-header that looks like a row must not count). The expected means and changes are computed here
-from the numbers written into the files, not taken from the script.
+header that looks like a row must not count). The expected medians, means and changes are computed
+here from the numbers written into the files, not taken from the script.
 """
 import pathlib
 import subprocess
@@ -35,10 +35,10 @@ def test_means_and_changes_against_main(tmp_path):
     write(tmp_path, "gpt-oss-120b-new-1", [(1, 32.0), (8, 127.0)])
     write(tmp_path, "gpt-oss-120b-new-2", [(1, 32.2)])  # cut short after T = 1
     (tmp_path / "gpt-oss-120b-new-3.txt").write_text("error: out of memory\n")  # a failed run
-    r = run(tmp_path)
+    r = run(tmp_path, "--stat", "mean")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert lines[0] == "| model | T | main µs (n) | new µs (n) | change |"
+    assert lines[0] == "| model | T | main mean µs (n) | new µs (n) | change |"
     base1, new1 = (35.0 + 35.4) / 2, (32.0 + 32.2) / 2
     assert lines[2] == (f"| gpt-oss-120b | 1 | {base1:.1f} (2) | {new1:.1f} (2) | "
                         f"{new1 - base1:+.1f} ({100 * (new1 / base1 - 1):+.1f}%) |")
@@ -55,7 +55,7 @@ def test_base_option_and_missing_variant(tmp_path):
     r = run(tmp_path, "--base", "pdl1")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert lines[0] == "| model | T | pdl1 µs (n) | pdl0 µs (n) | change |"
+    assert lines[0] == "| model | T | pdl1 median µs (n) | pdl0 µs (n) | change |"
     # kimi-k2 has no pdl1 run: no row; qwen3-30b against pdl1
     assert lines[2:] == ["| qwen3-30b | 1 | 21.0 (1) | 23.0 (1) | +2.0 (+9.5%) |"]
     bad = run(tmp_path, "--base", "main")
@@ -65,3 +65,18 @@ def test_base_option_and_missing_variant(tmp_path):
 def test_empty_folder_is_an_error(tmp_path):
     r = run(tmp_path)
     assert r.returncode == 1 and "no <model>-<variant>-<rep>.txt file with result rows" in r.stderr
+
+
+def test_median_is_the_default(tmp_path):
+    # three processes each, one of them on the clock step: the median ignores it, the mean not
+    for i, us in enumerate([100.0, 101.0, 130.0]):
+        write(tmp_path, f"qwen3-30b-main-{i}", [(128, us)])
+    for i, us in enumerate([97.0, 99.0, 98.0]):
+        write(tmp_path, f"qwen3-30b-new-{i}", [(128, us)])
+    lines = run(tmp_path).stdout.strip().splitlines()
+    assert lines[0] == "| model | T | main median µs (n) | new µs (n) | change |"
+    assert lines[2] == f"| qwen3-30b | 128 | 101.0 (3) | 98.0 (3) | -3.0 ({100 * (98.0 / 101.0 - 1):+.1f}%) |"
+    mean = run(tmp_path, "--stat", "mean").stdout.strip().splitlines()
+    assert mean[2].startswith(f"| qwen3-30b | 128 | {331.0 / 3:.1f} (3) | 98.0 (3) |")
+    bad = run(tmp_path, "--stat", "max")
+    assert bad.returncode != 0 and "--stat" in bad.stderr
