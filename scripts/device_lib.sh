@@ -2,11 +2,16 @@
 #   ok SECONDS          true while fewer than SECONDS have passed since this file was sourced
 #   unxz FILE.xz DEST   decompresses a carried binary (python's lzma: the device has no xz) and
 #                       makes it executable
+#   env_variant NAME BIN "VAR=v ..."   .carry/bin/fp4moe_NAME: BIN run under those variables (an
+#                       A/B variant that is an environment switch of one binary)
 #   ab_point, ab_rounds the A/B processes of carried CLIs (below)
 # and creates .carry/bin and $OUT/ab.
 start=$(date +%s)
 ok() { [ $(( $(date +%s) - start )) -lt "$1" ]; }
 unxz() { python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$1" "$2" && chmod +x "$2"; }
+env_variant() {
+  printf '#!/bin/sh\n%s exec %s "$@"\n' "$3" "$PWD/$2" > ".carry/bin/fp4moe_$1" && chmod +x ".carry/bin/fp4moe_$1"
+}
 mkdir -p .carry/bin "$OUT/ab"
 
 # ab_point VARIANT ROUND MODEL QUANT TOKENS: one A/B process of .carry/bin/fp4moe_VARIANT (--check

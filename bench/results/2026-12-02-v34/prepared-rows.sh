@@ -13,10 +13,9 @@
 set -u
 source scripts/device_lib.sh
 unxz .carry/z52/cli.xz .carry/bin/fp4moe_def
-mk() { printf '#!/bin/sh\n%s exec %s "$@"\n' "$2" "$PWD/.carry/bin/fp4moe_def" > .carry/bin/fp4moe_$1; chmod +x .carry/bin/fp4moe_$1; }
-mk fast "FP4MOE_SM90_MIN_ROWS=25 FP4MOE_SM90_MIN_ROWS_MX=25"
-mk t24 "FP4MOE_SM80_TILE=24"
-mk t32 "FP4MOE_SM80_TILE=32"
+env_variant fast .carry/bin/fp4moe_def "FP4MOE_SM90_MIN_ROWS=25 FP4MOE_SM90_MIN_ROWS_MX=25"
+env_variant t24 .carry/bin/fp4moe_def "FP4MOE_SM80_TILE=24"
+env_variant t32 .carry/bin/fp4moe_def "FP4MOE_SM80_TILE=32"
 mkdir -p $OUT/nodes
 for r in 1 2; do
   for spec in qwen3-30b:256 qwen3-235b:256 deepseek-v3:512 kimi-k2:768; do
