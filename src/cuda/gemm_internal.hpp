@@ -558,31 +558,49 @@ inline constexpr int kSm90SplitMinWaves = 4;
 // 64-token tiles unsplit: two launches; the split: three).
 // A launch's TileSpan says which of an expert's tiles it runs, with its SpanCut:
 //   all     ceil(count / tile) tiles of `tile` rows from row 0 (every unsplit launch)
-//   wide    the cut's tiles: count / cut.tile, plus one when count % cut.tile > cut.limit
-//   narrow  one tile of the last count % cut.tile rows when that is in (cut.floor, cut.limit];
-//           else none
+//   wide    the cut's tiles: count / cut.tile, plus one when count % cut.tile > cut.limit *
+//           cut.fold
+//   narrow  the last count % cut.tile rows when that is in (cut.floor, cut.limit * cut.fold],
+//           as tiles of cut.limit rows (one but where rsws4's width split folds); else none
 // The cuts: the split's wide and narrow launches {128, 64, 0}; with a width split, its 64-wide
 // narrow launch {128, 64, 8w} and the w-wide one {128, 8w, 0}; rsws4's width split {64, 8w, 0}
 // for both of its launches. The split's wide width (Sm90Config::wide_width, v) takes the last
 // tiles of 65..8v rows out of the wide launch ({128, 8v, 0}) into one of their own at that
-// width ({128, 8v, 64}, span narrow).
+// width ({128, 8v, 64}, span narrow). rsws4's width split may fold (Sm90Config::narrow_fold,
+// f): its narrow launch then takes last parts of up to 8wf rows, as tiles of 8w rows, so that
+// the few experts past 8w rows need no 64-wide tile in the other launch ({64, 8w, 0, f} both).
 enum class TileSpan : int { all = 0, wide = 1, narrow = 2 };
 inline constexpr int kSplitWideTile = 128, kSplitNarrowTile = 64;
 struct SpanCut {
   int tile = kSplitWideTile;     // rows of a wide tile
   int limit = kSplitNarrowTile;  // the most rows of a narrow tile
   int floor = 0;                 // a narrow tile has more rows than this
+  int fold = 1;                  // the narrow launch's most tiles per expert (of `limit` rows each)
 };
 // tile: the launch's token tile (span all only: wide and narrow count by their cut).
 FP4MOE_HD int span_tiles(int count, int tile, TileSpan span, SpanCut cut = SpanCut{}) {
-  const int rest = count % cut.tile;
-  if (span == TileSpan::wide) return count / cut.tile + (rest > cut.limit ? 1 : 0);
-  if (span == TileSpan::narrow) return rest > cut.floor && rest <= cut.limit ? 1 : 0;
+  const int rest = count % cut.tile, most = cut.limit * cut.fold;
+  if (span == TileSpan::wide) return count / cut.tile + (rest > most ? 1 : 0);
+  if (span == TileSpan::narrow) return rest > cut.floor && rest <= most ? (rest + cut.limit - 1) / cut.limit : 0;
   return (count + tile - 1) / tile;
 }
 // The row (in the expert's rows) where a launch's tile 0 starts.
 FP4MOE_HD int span_first_row(int count, TileSpan span, SpanCut cut = SpanCut{}) {
   return span == TileSpan::narrow ? count - count % cut.tile : 0;
+}
+// The row (in the expert's rows) of entry j of a launch's tile `t` (tiles of `tile` rows; a
+// narrow span's of cut.limit), or -1 where the tile has no such row: past the expert's rows, or
+// past a narrow tile's cut.limit (the next tile's). folds = false: the same where cut.fold == 1
+// (a narrow span's one tile holds at most cut.limit rows), in fewer instructions (the 128-token
+// kernels' producers have no register to spare).
+FP4MOE_HD int span_row(int count, int t, int tile, int j, TileSpan span, SpanCut cut = SpanCut{}, bool folds = true) {
+  if (!folds) {
+    const int r = span_first_row(count, span, cut) + t * tile + j;
+    return r < count ? r : -1;
+  }
+  const int rows = span == TileSpan::narrow ? cut.limit : tile;  // a tile's rows
+  const int r = span_first_row(count, span, cut) + t * rows + j;
+  return r < count && j < rows ? r : -1;
 }
 // The width split's narrow widths (n8 tiles of the wgmma N): rsws4 has a kernel for each.
 inline constexpr int kMinNarrowWidth = 2, kMaxNarrowWidth = 7;
@@ -605,6 +623,18 @@ inline constexpr int kSm90WidthSplitMinWaves = 10;
 // (2.9 / 3.9 waves) T = 128 / 256 / 384 (1.8-2.4, 1.0-1.4, 0.4-0.5) 109.4 / 114.3 / 118.6 ->
 // 102.7 / 125.8 / 135.9.
 inline constexpr double kSm90WidthSplitMinGain = 1.6;
+// rsws4's width split folds (Sm90Config::narrow_fold) where the expected experts past the
+// narrow width's rows (normal, as narrow_width's rule), times the GEMM's waves of units, is at
+// most this: the units folding adds to the narrow launch, against a second launch that runs
+// them at 64 wide, few, on their own. Measured on the H200 (W4A16, µs per layer, medians of
+// 5 processes, unfolded against both GEMMs folded; GEMM 1 / 2's products): qwen3-30b T = 256
+// (0.10 / 0.13) 170.5 -> 166.5, T = 320 (0.91 / 1.22) 173.5 -> 184.4, T = 448 (1.15 / 1.53)
+// 188.5 -> 200.9; qwen3-235b T = 256 (0.20 / 0.26) 517.4 -> 515.5, T = 512 (0.77 / 1.03) 579.9
+// -> 613.1; deepseek-v3 T = 512 (0.52 / 0.91) 2,307.8 -> 2,364.1, T = 768 (1.28 / 2.25)
+// +0.9%; kimi-k2 T = 768 / 1024 (0.78 / 1.37, 0.59 / 1.03) -0.2 / -0.1%; gpt-oss-120b T = 768
+// / 1024 (0.92 / 0.48, 1.48 / 0.77) +2.5 / +2.6%. The extra units cost more than the model's
+// count says; only the few past the width pay.
+inline constexpr double kSm90FoldMaxExtraWaves = 0.2;
 // The split's widths (its narrow width and its wide width) from this many waves of units.
 // Measured on the H200 (W4A16, two runs each, µs per layer, from 5 against from 10; 5.8 / 7.8
 // waves): qwen3-30b T = 2048 / 4096 / 8192 / 16384 497.1 / 869.8 / 1,647.3 / 3,196.9 -> 483.2 /
@@ -639,6 +669,14 @@ struct Sm90Config {
   // split against not (notes v17): kimi-k2 T = 768 / 1024 / 2048 4,206 / 4,301 / 4,783 ->
   // 3,721 / 3,932 / 4,597; deepseek-v3 T = 512 / 1024 2,779 / 3,032 -> 2,382 / 2,848.
   int narrow_width = 8;
+  // rsws4's width split (unsplit) folds (SpanCut::fold): its narrow launch takes the last parts
+  // of up to 8 * narrow_width * narrow_fold rows, as that many tiles of 8 * narrow_width rows
+  // at most; 1: no fold. Folded where few experts pass 8 * narrow_width rows
+  // (kSm90FoldMaxExtraWaves): their 64-wide tiles would run alone, in the second launch's tail.
+  int narrow_fold = 1;
+  // Bound on the narrow launch's tiles when it folds, at any narrow width (narrow_tiles
+  // otherwise): one per expert, plus one per kMinNarrowWidth * 8 rows.
+  int64_t folded_tiles = 0;
   // The split's wide width: its last tiles of 65..8 * wide_width rows (which would run as
   // 128-token tiles) run in a launch of their own at that wgmma width (kWideWidths), chosen
   // like narrow_width; 16: none. Only with the split and kSm90SplitWidthMinWaves.
@@ -678,8 +716,14 @@ void set_sm90_ws_grid_limit(int ctas);
 // 8: never split; 0: Sm90Config::narrow_width, the default). FP4MOE_SM90_WIDTHS=0 in the
 // environment (read per GEMM) also runs every tile at 64.
 void set_sm90_narrow_width(int width);
+// Tests: rsws4's width split folds at most `fold` tiles per expert (1: never; 0:
+// Sm90Config::narrow_fold, the default). FP4MOE_SM90_FOLD=f in the environment (read per GEMM,
+// for A/B runs) does too.
+void set_sm90_narrow_fold(int fold);
 // How many GEMMs ran width split (tests: proves it ran).
 int64_t sm90_width_split_launches();
+// How many of those folded (tests: proves it ran).
+int64_t sm90_folded_launches();
 // Tests: the split's wide width where it applies (one of kWideWidths; 16: never; 0:
 // Sm90Config::wide_width, the default). FP4MOE_SM90_WIDTHS=0 turns it off too.
 void set_sm90_wide_width(int width);

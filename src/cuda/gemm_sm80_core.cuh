@@ -38,16 +38,15 @@ __device__ __forceinline__ uint32_t scale_rows_bf16x2(uint32_t word, int byte, b
 // thread index: threads [0, kTok) call it).
 //   s_orow [kTok]  output row of token j (begin[e] + tile * kTok + j), -1 past the expert's rows
 //   s_arow [kTok]  its A row (through a_gather when given), -1 likewise
-// With a span (gemm_internal.hpp TileSpan, cut as its launch's), the tiles are that span's:
-// tile 0 starts at span_first_row.
-template <int kTok>
+// With a span (gemm_internal.hpp TileSpan, cut as its launch's), the tiles are that span's
+// (span_row; kFolds false: a launch whose cut never folds).
+template <int kTok, bool kFolds = true>
 __device__ __forceinline__ void fill_row_tables(int e, int tile, const int32_t* begin, const int32_t* count,
                                                 const int32_t* a_gather, int64_t* s_arow, int64_t* s_orow,
                                                 int j = int(threadIdx.x), TileSpan span = TileSpan::all,
                                                 SpanCut cut = SpanCut{}) {
-  const int n = count[e];
-  const int row_in_expert = span_first_row(n, span, cut) + tile * kTok + j;
-  const bool valid = row_in_expert < n;
+  const int row_in_expert = span_row(count[e], tile, kTok, j, span, cut, kFolds);
+  const bool valid = row_in_expert >= 0;
   const int64_t r = int64_t(begin[e]) + row_in_expert;
   s_orow[j] = valid ? r : -1;
   s_arow[j] = valid ? (a_gather ? int64_t(a_gather[r]) : r) : -1;

@@ -108,6 +108,7 @@ namespace {
 struct NarrowWidth {
   int width = 8;
   double saved = 0;
+  double past = 0;  // the expected fraction of experts past 8 * width rows
 };
 NarrowWidth narrow_width_of(double mean, double sd) {
   sd = std::max(sd, 1.0);
@@ -116,10 +117,13 @@ NarrowWidth narrow_width_of(double mean, double sd) {
   for (int w = kMinNarrowWidth; w <= kMaxNarrowWidth; ++w) {
     const double fits = 0.5 * std::erfc(-(8.0 * w + 0.5 - mean) / (sd * std::sqrt(2.0)));  // P(rows <= 8 w)
     const double cost = fits * 8.0 * w + (1.0 - fits) * 64.0;
-    if (cost < best_cost) best = {w, 1.0 - cost / 64.0}, best_cost = cost;
+    if (cost < best_cost) best = {w, 1.0 - cost / 64.0, 1.0 - fits}, best_cost = cost;
   }
   return best;
 }
+
+// The most tiles a fold at narrow width w needs: rsws4's last parts have at most 64 rows.
+int fold_most(int w) { return (kSplitNarrowTile + 8 * w - 1) / (8 * w); }
 
 // The split's wide width (Sm90Config::wide_width) for `mean` rows per expert (normal with
 // standard deviation `sd`, as above) whose last tiles of at most 8 * narrow rows run at that
@@ -203,6 +207,7 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   const int64_t wide_units = p.rows_bound / kSplitWideTile * c.grid_x;
   c.wide_tiles = std::min<int64_t>(p.rows_bound / kSplitWideTile + p.num_experts, p.rows_bound);
   c.narrow_tiles = std::min<int64_t>(p.num_experts, p.rows_bound);
+  c.folded_tiles = std::min<int64_t>(p.num_experts + p.rows_bound / (8 * kMinNarrowWidth), p.rows_bound);
   // The widths: on rsws4's 64-token tiles below 64 rows per expert, or on the split's narrow
   // tiles (the last per_expert % 128 rows, when at most 64) and its last tiles of 65..8v rows,
   // with enough waves of units.
@@ -222,13 +227,19 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
     // split still pays where it saves enough of the GEMM's MMA width (kSm90WidthSplitMinGain).
     const NarrowWidth nw = narrow_width_of(double(per_expert), sd);
     if (many_waves || (width_waves_env == 0 && nw.saved * waves >= kSm90WidthSplitMinGain)) c.narrow_width = nw.width;
+    if (c.narrow_width < 8 && nw.past * waves <= kSm90FoldMaxExtraWaves) c.narrow_fold = fold_most(c.narrow_width);
   }
   c.why = std::to_string(per_expert) + " rows per active expert: wgmma, " +
           (c.split ? "128-token tiles and 64-token last tiles (split; unsplit: " + std::to_string(c.token_tile) +
                          " tokens per CTA)"
                    : std::to_string(c.token_tile) + " tokens per CTA (too few tiles to split)") +
           (c.narrow_width < 8 ? "; last tiles of <= " + std::to_string(8 * c.narrow_width) +
-                                    " rows at that wgmma width (width split)"
+                                    " rows at that wgmma width (width split" +
+                                    (c.narrow_fold > 1 ? ", folded: up to " +
+                                                             std::to_string(8 * c.narrow_width * c.narrow_fold) +
+                                                             " rows as " + std::to_string(c.narrow_fold) + " such tiles"
+                                                       : "") +
+                                    ")"
                               : "") +
           (c.wide_width < 16 ? "; last tiles of 65.." + std::to_string(8 * c.wide_width) +
                                    " rows at that wgmma width (wide width)"
@@ -599,8 +610,9 @@ struct UnitTables {
   }
   // Producer thread ptid of kProducers (whole warps from a warp boundary): once every consumer
   // released unit n - 2, set n % 2 <- unit n = `slot` (its first warp scans count[], threads
-  // [0, kTok) fill the rows), announced on full. Returns the unit's expert.
-  template <int kProducers>
+  // [0, kTok) fill the rows), announced on full. Returns the unit's expert. kFolds: the
+  // launch's cut may fold (rsws4's; fill_row_tables).
+  template <int kProducers, bool kFolds = false>
   __device__ int produce(int n, int64_t slot, const ExpertRows& rows, const int32_t* a_gather, int64_t num_experts,
                          TileSpan span, SpanCut cut, int ptid) {
     const int b = n % 2;
@@ -609,7 +621,8 @@ struct UnitTables {
     ptx::named_barrier_sync(kWsProducerBarrier, kProducers);
     const int e = expert[b];
     if (e >= 0 && ptid < kTok)
-      sm80::fill_row_tables<kTok>(e, tile[b], rows.begin, rows.count, a_gather, arow[b], orow[b], ptid, span, cut);
+      sm80::fill_row_tables<kTok, kFolds>(e, tile[b], rows.begin, rows.count, a_gather, arow[b], orow[b], ptid, span,
+                                          cut);
     ptx::named_barrier_sync(kWsProducerBarrier, kProducers);  // the A rows, visible to all producers
     ptx::mbarrier_arrive(shared_address(&full[b]));
     return e;
@@ -1099,7 +1112,8 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
       const int e =
-          tables.template produce<R::kProducerThreads>(n, slot, p.rows, p.a_gather, w.num_experts, p.span, p.cut, ptid);
+          tables.template produce<R::kProducerThreads, kCw == 4>(n, slot, p.rows, p.a_gather, w.num_experts, p.span,
+                                                                 p.cut, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
       // Each copy's source at k-block kb, as pointers moved on two k-blocks per step (the odd
@@ -1264,10 +1278,12 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
 }
 
 std::atomic<int64_t> g_launches{0}, g_ws_launches{0}, g_rsws_launches{0}, g_rsws4_launches{0},
-    g_width_split_launches{0}, g_wide_width_launches{0};
+    g_width_split_launches{0}, g_wide_width_launches{0}, g_folded_launches{0};
 // Tests: the width split's narrow width (set_sm90_narrow_width; 0: the config's) and the
 // split's wide width (set_sm90_wide_width).
 std::atomic<int> g_narrow_width{0}, g_wide_width{0};
+// Tests: rsws4's width split's fold (set_sm90_narrow_fold; 0: the config's).
+std::atomic<int> g_narrow_fold{0};
 
 // The kernel choice: -1 until first asked, then an Sm90Kernel.
 std::atomic<int> g_kernel{-1};
@@ -1381,6 +1397,15 @@ int width_for(const std::atomic<int>& forced, int chosen, int none) {
 int narrow_width_for(const Sm90Config& c) { return width_for(g_narrow_width, c.narrow_width, 8); }
 // The split's wide width for config c, or 16 (none).
 int wide_width_for(const Sm90Config& c) { return width_for(g_wide_width, c.wide_width, 16); }
+// The fold of rsws4's width split at narrow width `width` for config c: the config's
+// (fold_most(width) where it folds: a test may force the width), unless a test or the
+// environment (FP4MOE_SM90_FOLD=f, read per GEMM, for A/B runs) forces one; at most fold_most.
+int narrow_fold_for(const Sm90Config& c, int width) {
+  int f = g_narrow_fold.load(std::memory_order_relaxed);
+  if (f <= 0) f = env_int("FP4MOE_SM90_FOLD", 0);
+  if (f <= 0) f = c.narrow_fold > 1 ? fold_most(width) : 1;
+  return std::min(f, fold_most(width));
+}
 
 // The split (Sm90Config::split): the wide tiles on rsws, then the narrow ones on rsws4; with a
 // width split (width < 8), those of at most 8 * width rows at that width, in a launch of their
@@ -1420,16 +1445,17 @@ void launch_split(const Sm90Config& c, int width, int wide, Params p, const Weig
   g_rsws4_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
-// The width split (Sm90Config::narrow_width): the narrow last tiles at their width, then the
-// others at 64 tokens, both on rsws4. The two launches write disjoint rows; the second is the
+// The width split (Sm90Config::narrow_width): the narrow last tiles at their width (folded:
+// Sm90Config::narrow_fold), then the others at 64 tokens, both on rsws4. The two launches write disjoint rows; the second is the
 // programmatic dependent of the first (split_pdl).
 template <bool GEMM1>
 void launch_width_split(const Sm90Config& c, int width, Params p, const WeightMaps& maps, int device,
                         cudaStream_t stream) {
-  p.cut = SpanCut{64, 8 * width, 0};
+  const int fold = narrow_fold_for(c, width);
+  p.cut = SpanCut{64, 8 * width, 0, fold};
   p.span = TileSpan::narrow;
-  p.tiles = c.narrow_tiles;
-  launch_rsws4_narrow<GEMM1>(width, persistent_grid(c.grid_x * c.narrow_tiles, device), p, maps, stream, false);
+  p.tiles = fold > 1 ? c.folded_tiles : c.narrow_tiles;
+  launch_rsws4_narrow<GEMM1>(width, persistent_grid(c.grid_x * p.tiles, device), p, maps, stream, false);
   FP4MOE_CUDA_CHECK_LAUNCH();
   p.span = TileSpan::wide;
   p.tiles = c.tiles;
@@ -1438,6 +1464,7 @@ void launch_width_split(const Sm90Config& c, int width, Params p, const WeightMa
   g_launches.fetch_add(1, std::memory_order_relaxed);  // one GEMM
   g_rsws4_launches.fetch_add(1, std::memory_order_relaxed);
   g_width_split_launches.fetch_add(1, std::memory_order_relaxed);
+  if (fold > 1) g_folded_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
 // The listed instantiations: kernel {rs, ws, rsws} x token tile {64, 128} x {GEMM 1, GEMM 2}
@@ -1591,15 +1618,20 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
       width == c.narrow_width ? ""
       : width < 8             ? ", width split overridden: last tiles of <= " + std::to_string(8 * width) + " rows"
                               : ", width split off";
+  const int fold = k == Sm90Kernel::rsws4 && width < 8 ? narrow_fold_for(c, width) : 1;
+  const int config_fold = width == c.narrow_width && c.narrow_fold > 1 ? fold_most(width) : 1;
+  const std::string fold_at = fold == config_fold ? ""
+                              : fold > 1          ? ", fold overridden: up to " + std::to_string(fold) + " narrow tiles"
+                                                  : ", fold off";
   const int wide = runs && k == Sm90Kernel::split ? wide_width_for(c) : 16;
   const std::string wide_at =
       wide == c.wide_width ? ""
       : wide < 16          ? ", wide width overridden: last tiles of 65.." + std::to_string(8 * wide) + " rows"
                            : ", wide width off";
   char line[1024];
-  std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s%s%s (%s%s%s)", which,
+  std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s%s%s%s (%s%s%s)", which,
                 (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "", tiles, kernel,
-                split_at.c_str(), wide_at.c_str(), runs && staged ? " via bf16 staging" : "", c.why.c_str(),
+                split_at.c_str(), fold_at.c_str(), wide_at.c_str(), runs && staged ? " via bf16 staging" : "", c.why.c_str(),
                 refused.empty() ? "" : "; ", refused.c_str());
   gemm_log(line);
 }
@@ -1690,7 +1722,9 @@ Sm90Kernel sm90_kernel_for(const Sm90Config& c) {
 }
 void set_sm90_ws_grid_limit(int ctas) { g_ws_grid_limit.store(ctas, std::memory_order_relaxed); }
 void set_sm90_narrow_width(int width) { g_narrow_width.store(width, std::memory_order_relaxed); }
+void set_sm90_narrow_fold(int fold) { g_narrow_fold.store(fold, std::memory_order_relaxed); }
 int64_t sm90_width_split_launches() { return g_width_split_launches.load(std::memory_order_relaxed); }
+int64_t sm90_folded_launches() { return g_folded_launches.load(std::memory_order_relaxed); }
 void set_sm90_wide_width(int width) { g_wide_width.store(width, std::memory_order_relaxed); }
 int64_t sm90_wide_width_launches() { return g_wide_width_launches.load(std::memory_order_relaxed); }
 

@@ -1218,7 +1218,7 @@ TEST(CudaGemmLayout, PreparedScaleCodesAreExact) {
 // enough (expert, token tile) slots for any routing; other shapes keep the fast path.
 TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   std::mt19937_64 rng(13);
-  int used = 0, tile64 = 0, split = 0, width_split = 0, wide_width = 0;
+  int used = 0, tile64 = 0, split = 0, width_split = 0, folded = 0, wide_width = 0;
   for (int trial = 0; trial < 4000; ++trial) {
     Sm90Problem pb;
     pb.num_experts = 1 + int64_t(rng() % 384);
@@ -1277,6 +1277,21 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
     ASSERT_TRUE(c.narrow_width == 8 || (c.narrow_width >= kMinNarrowWidth && c.narrow_width <= kMaxNarrowWidth))
         << c.narrow_width;
     width_split += c.narrow_width < 8;
+    // The fold: only on rsws4's width split, where the experts expected past 8 * narrow_width
+    // rows (normal, sd = sqrt(rows)) times the waves are at most kSm90FoldMaxExtraWaves; then
+    // enough tiles for 64 rows.
+    if (c.narrow_fold > 1) {
+      ASSERT_TRUE(!c.split && c.narrow_width < 8) << c.why;
+      ASSERT_GE(8 * c.narrow_width * c.narrow_fold, 64) << c.why;
+      ASSERT_LT(8 * c.narrow_width * (c.narrow_fold - 1), 64) << c.why;
+    }
+    if (!c.split && c.narrow_width < 8) {
+      const double past = 0.5 * std::erfc((8.0 * c.narrow_width + 0.5 - double(per_expert)) /
+                                          (std::sqrt(std::max(double(per_expert), 1.0)) * std::sqrt(2.0)));
+      if (std::abs(past * waves - kSm90FoldMaxExtraWaves) > 1e-9)  // (not at the rounding of a tie)
+        ASSERT_EQ(c.narrow_fold > 1, past * waves <= kSm90FoldMaxExtraWaves) << c.why << " past " << past;
+    }
+    folded += c.narrow_fold > 1;
     // The wide width: only with the split and enough waves; one of kWideWidths.
     if (!c.split || waves < kSm90SplitWidthMinWaves) ASSERT_EQ(c.wide_width, 16) << c.why;
     ASSERT_TRUE(c.wide_width == 16 || std::find(std::begin(kWideWidths), std::end(kWideWidths), c.wide_width) !=
@@ -1297,6 +1312,12 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
         ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, 64, TileSpan::wide, cut), c.tiles);
         ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, 64, TileSpan::narrow, cut),
                   c.narrow_tiles);
+        for (int f = 2; 8 * w * (f - 1) < 64; ++f) {  // any fold (tests force them)
+          const SpanCut folded{64, 8 * w, 0, f};
+          ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, 64, TileSpan::wide, folded), c.tiles);
+          ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, 64, TileSpan::narrow, folded),
+                    c.folded_tiles);
+        }
       }
       for (const SpanCut cut : {SpanCut{128, 8 * w, 0}, SpanCut{128, 64, 8 * w}})
         ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, 64, TileSpan::narrow, cut),
@@ -1307,6 +1328,7 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   EXPECT_GT(tile64, 10);
   EXPECT_GT(split, 10);
   EXPECT_GT(width_split, 10);
+  EXPECT_GT(folded, 3);
   EXPECT_GT(wide_width, 10);
   // The width split's widths (Sm90Config::narrow_width): kimi-k2 (E = 384, k = 8) T = 768 /
   // 1024 / 2048 / 8192 (16 / 22 / 43 / 171 = 128 + 43 rows per expert, split): last tiles of
@@ -1330,6 +1352,22 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   for (const auto& [pb, width] : widths)
     EXPECT_EQ(choose_sm90_config(pb).narrow_width, width)
         << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N;
+  // rsws4's fold (Sm90Config::narrow_fold): qwen3-30b T = 256 (16 rows, 1.7% of the experts
+  // past 24: times 5.8 / 7.8 waves, 0.10 / 0.13) folds both GEMMs, 3 tiles of 24 rows (as many
+  // as 64 rows need); qwen3-235b T = 256 (11.6 / 15.5 waves: 0.195 / 0.26) GEMM 1 only; none at
+  // qwen3-30b T = 320 (20 rows, 16% past 24), deepseek-v3 T = 512 (31 / 54 waves) or kimi-k2
+  // T = 768, nor at qwen3-30b T = 512 (32 rows at n40: 6.6% past, 0.39 / 0.52).
+  const struct {
+    Sm90Problem pb;
+    int fold;
+  } folds[] = {{{256 * 8, 128, 1536, 2048}, 3}, {{256 * 8, 128, 2048, 768}, 3},   {{256 * 8, 128, 3072, 4096}, 3},
+               {{256 * 8, 128, 4096, 1536}, 1}, {{320 * 8, 128, 1536, 2048}, 1},   {{512 * 8, 256, 4096, 7168}, 1},
+               {{768 * 8, 384, 4096, 7168}, 1}, {{512 * 8, 128, 1536, 2048}, 1},   {{512 * 8, 128, 2048, 768}, 1}};
+  for (const auto& [pb, fold] : folds) {
+    const Sm90Config c = choose_sm90_config(pb);
+    EXPECT_EQ(c.narrow_fold, fold) << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N << ": " << c.why;
+    if (fold > 1) EXPECT_NE(c.why.find("folded: up to 72 rows as 3 such tiles"), std::string::npos) << c.why;
+  }
   const auto mx = [](int64_t rows, int64_t E, int N, int K) {
     return Sm90Problem{.rows_bound = rows, .num_experts = E, .N = N, .K = K, .block = kMxfp4Block};
   };
@@ -1395,11 +1433,12 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
 // The spans (gemm_internal.hpp TileSpan) of each set of launches that runs one GEMM: the split
 // (128-row wide tiles, a last part of 1..64 rows as one 64-token tile), the split with a width
 // split at every narrow width w (the last part's 1..8w rows at width 8w, 8w+1..64 at 64),
-// rsws4's width split (64-row tiles, a last part of 1..8w rows at width 8w), and the split at
-// each wide width v (a last part of 65..8v rows at width 8v), with and without a width split. For every row
-// count the launches' tiles cover exactly the expert's rows, in order, each row once, no row
-// past its launch's wgmma width; a wide tile has more rows than its cut's limit, a narrow
-// launch at most one tile per expert; the MMA pads fewer than 64 rows.
+// rsws4's width split (64-row tiles, a last part of 1..8w rows at width 8w; folded f tiles,
+// of 1..8wf rows as f tiles of 8w rows at most), and the split at each wide width v (a last
+// part of 65..8v rows at width 8v), with and without a width split. For every row count the
+// launches' tiles cover exactly the expert's rows, each row once, no row past its launch's
+// wgmma width; a wide tile has more rows than its cut's limit, a narrow launch at most its
+// fold's tiles per expert; the MMA pads fewer than 64 rows.
 TEST(CudaGemmConfig, SpansCoverEveryRowOnce) {
   struct Launch {
     TileSpan span;
@@ -1418,6 +1457,10 @@ TEST(CudaGemmConfig, SpansCoverEveryRowOnce) {
                     {TileSpan::narrow, SpanCut{128, 64, 8 * w}, 64, 64}});
     sets.push_back(
         {{TileSpan::wide, SpanCut{64, 8 * w, 0}, 64, 64}, {TileSpan::narrow, SpanCut{64, 8 * w, 0}, 64, 8 * w}});
+    // rsws4's width split folded f tiles: last parts of up to 8wf rows in the narrow launch.
+    for (int f = 2; 8 * w * (f - 1) < 64; ++f)
+      sets.push_back({{TileSpan::wide, SpanCut{64, 8 * w, 0, f}, 64, 64},
+                      {TileSpan::narrow, SpanCut{64, 8 * w, 0, f}, 64, 8 * w}});
   }
   // The split with a wide width v (the last part's 65..8v rows as a 128-token tile at width 8v),
   // with no width split and with each narrow width.
@@ -1437,14 +1480,15 @@ TEST(CudaGemmConfig, SpansCoverEveryRowOnce) {
       for (const Launch& l : sets[si]) {
         const int tiles = span_tiles(count, l.tok, l.span, l.cut), first = span_first_row(count, l.span, l.cut);
         mma_rows += tiles * l.width;
-        if (l.span == TileSpan::narrow) ASSERT_LE(tiles, 1) << count;
+        if (l.span == TileSpan::narrow) ASSERT_LE(tiles, l.cut.fold) << count;
         if (l.span == TileSpan::wide) ASSERT_EQ(first, 0);
         for (int t = 0; t < tiles; ++t) {
           int rows = 0;
           for (int j = 0; j < l.tok; ++j) {
-            const int r = first + t * l.tok + j;  // fill_row_tables' row in the expert
-            if (r >= count) continue;
-            ASSERT_GE(r, 0);
+            const int r = span_row(count, t, l.tok, j, l.span, l.cut);  // fill_row_tables' row in the expert
+            if (r < 0) continue;
+            ASSERT_GE(r, first);
+            ASSERT_LT(r, count);
             ASSERT_LT(j, l.width) << "a row past the wgmma's width, count " << count;
             ++seen[size_t(r)];
             ++rows;
@@ -1479,6 +1523,23 @@ TEST(CudaGemmConfig, SpansCoverEveryRowOnce) {
   EXPECT_EQ(span_tiles(50, 64, TileSpan::narrow, w6), 0);
   EXPECT_EQ(span_tiles(107, 64, TileSpan::wide, w6), 1);
   EXPECT_EQ(span_first_row(107, TileSpan::narrow, w6), 64);
+  // Folded at 24 rows, three tiles: 30 rows are tiles of 24 and 6, none wide; 94 = 64 + 30 a
+  // wide tile and the same two from row 64; 63 three narrow tiles (24 + 24 + 15).
+  const SpanCut w3f{64, 24, 0, 3};
+  EXPECT_EQ(span_tiles(30, 64, TileSpan::narrow, w3f), 2);
+  EXPECT_EQ(span_tiles(30, 64, TileSpan::wide, w3f), 0);
+  EXPECT_EQ(span_row(30, 0, 64, 23, TileSpan::narrow, w3f), 23);
+  EXPECT_EQ(span_row(30, 0, 64, 24, TileSpan::narrow, w3f), -1);  // tile 1's row
+  EXPECT_EQ(span_row(30, 1, 64, 0, TileSpan::narrow, w3f), 24);
+  EXPECT_EQ(span_row(30, 1, 64, 6, TileSpan::narrow, w3f), -1);
+  EXPECT_EQ(span_tiles(94, 64, TileSpan::wide, w3f), 1);
+  EXPECT_EQ(span_tiles(94, 64, TileSpan::narrow, w3f), 2);
+  EXPECT_EQ(span_row(94, 1, 64, 5, TileSpan::narrow, w3f), 93);
+  EXPECT_EQ(span_tiles(63, 64, TileSpan::narrow, w3f), 3);
+  EXPECT_EQ(span_tiles(63, 64, TileSpan::wide, w3f), 0);
+  // Folded twice at 24 rows: 49..63 left are a wide tile.
+  EXPECT_EQ(span_tiles(50, 64, TileSpan::wide, SpanCut{64, 24, 0, 2}), 1);
+  EXPECT_EQ(span_tiles(50, 64, TileSpan::narrow, SpanCut{64, 24, 0, 2}), 0);
   // The wide width at 96 rows: 342 = 256 + 86 is two wide tiles and a last one at 96; 350 = 256
   // + 94 too; 360 = 256 + 104 three wide tiles.
   const SpanCut v12{128, 96, 0}, v12_tile{128, 96, 64};
@@ -1661,6 +1722,15 @@ class NarrowWidthScope {
   NarrowWidthScope(const NarrowWidthScope&) = delete;
 };
 
+// Sets rsws4's width split's fold (set_sm90_narrow_fold) for its lifetime, then restores the
+// default.
+class NarrowFoldScope {
+ public:
+  explicit NarrowFoldScope(int fold) { set_sm90_narrow_fold(fold); }
+  ~NarrowFoldScope() { set_sm90_narrow_fold(0); }
+  NarrowFoldScope(const NarrowFoldScope&) = delete;
+};
+
 // GEMM 1 on the sm90 path, then GEMM 2 on its h (bf16, or NVFP4 for W4A4): GEMM 1's outputs and y.
 std::pair<Gemm1Out, std::vector<uint8_t>> run_sm90_gemms(const Spec& spec, const Problem& p, const DeviceWeights& dw) {
   Gemm1Out o1 = run_gemm1(dw, p, GemmPath::sm90);
@@ -1672,10 +1742,11 @@ std::pair<Gemm1Out, std::vector<uint8_t>> run_sm90_gemms(const Spec& spec, const
 
 // The width split (Sm90Config::narrow_width) at every narrow width, forced (the narrow_* cases,
 // fewer than 64 rows per expert, have too few units for the default to split), on rsws4's
-// 64-token tiles and on the split's last tiles: against the host (check_problem: every covered
-// element, nothing written outside the outputs, the same bytes twice) on one CTA per SM and on
-// 3 CTAs that walk many units each; and, bit for bit, what the same kernels compute at width 8
-// (no width split): a narrower wgmma computes each token's column as the full one does.
+// 64-token tiles (unfolded and folded: Sm90Config::narrow_fold) and on the split's last tiles:
+// against the host (check_problem: every covered element, nothing written outside the
+// outputs, the same bytes twice) on one CTA per SM and on 3 CTAs that walk many units each;
+// and, bit for bit, what the same kernels compute at width 8 (no width split): a narrower
+// wgmma computes each token's column as the full one does.
 TEST(CudaGemmSm90, WidthSplitAtEveryWidth) {
   SKIP_WITHOUT_GPU();
   if (const std::string why = why_no_sm90(0); !why.empty()) GTEST_SKIP() << "no wgmma kernels here: " << why;
@@ -1716,6 +1787,19 @@ TEST(CudaGemmSm90, WidthSplitAtEveryWidth) {
           EXPECT_TRUE(y == base2) << "y differs from width 8's";
           const NarrowWidthScope widths(w, ctas);
           check_problem(spec, GemmPath::sm90);
+          if (kernel == Sm90Kernel::split) continue;
+          // rsws4's fold: unfolded (1), the least fold and the most (8: as many as 64 rows need).
+          for (const int fold : {1, 2, 8}) {
+            SCOPED_TRACE("fold " + std::to_string(fold));
+            const NarrowFoldScope folds(fold);
+            const int64_t folded = sm90_folded_launches();
+            const auto [f1, fy] = run(w, ctas);
+            EXPECT_EQ(sm90_folded_launches() - folded, fold > 1 ? 2 : 0) << "both GEMMs folded or neither";
+            EXPECT_TRUE(f1.h == base1.h) << "h_bf16 differs from width 8's";
+            EXPECT_TRUE(f1.fp4 == base1.fp4 && f1.scale == base1.scale) << "NVFP4 h differs from width 8's";
+            EXPECT_TRUE(fy == base2) << "y differs from width 8's";
+            if (fold == 8) check_problem(spec, GemmPath::sm90);
+          }
         }
     }
   }
