@@ -261,7 +261,7 @@ void launch(const StreamConfig& c, const Params& p, bool dependent, cudaStream_t
 // (an ordinary launch) started.
 bool gemm2_dependent(const CudaWeights& cw, const ExpertRows& rows) {
   if (!env_switch("FP4MOE_PDL", '1') || !rows.active) return false;
-  return pdl_capable(stream_gemm<8, 32, false, false>, cw.device);
+  return pdl_capable(stream_gemm<1, 2, false, false>, cw.device);  // one GEMM 2 kernel that launch() runs
 }
 
 // FP4MOE_LOG=1: each config once per shape.
