@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in v35 (carry [".carry/z55"]: main 860ee3c's CLI and test binary, sm_90a; ~330 s).
+# Prepared in v35 (carry [".carry/z55"]: main 860ee3c's CLI and test binary, sm_90a; ~450 s: racecheck of the width split test may take up to its 400 s guard).
 # What v35 merged after its last GPU run: the span rows' formula split by kFolds (the rsws
 # kernels of 2 consumer warpgroups and ws back on main's shorter one; rsws4 on the folding one in
 # an equivalent form), the fold's threshold 0.2, and gemm_stream's PDL check on a launched
@@ -11,7 +11,7 @@ source scripts/device_lib.sh
 unxz .carry/z55/tests.xz .carry/bin/fp4moe_tests
 unxz .carry/z55/cli.xz .carry/bin/fp4moe
 for tool in memcheck racecheck; do
-  timeout 300 compute-sanitizer --tool $tool .carry/bin/fp4moe_tests \
+  timeout 400 compute-sanitizer --tool $tool .carry/bin/fp4moe_tests \
     --gtest_filter='CudaGemmSm90.WidthSplitAtEveryWidth' > $OUT/$tool.log 2>&1 &
 done
 OUT=$OUT/suite TESTS_SHARDS=8 TESTS_FILTER='-*Ep*' TESTS_TIMEOUT=200 timeout 220 bash scripts/gpu_suite.sh tests 2>&1 | tail -9
