@@ -4,7 +4,7 @@
 #                       makes it executable
 #   env_variant NAME BIN "VAR=v ..."   .carry/bin/fp4moe_NAME: BIN run under those variables (an
 #                       A/B variant that is an environment switch of one binary)
-#   ab_point, ab_rounds the A/B processes of carried CLIs (below)
+#   ab_point, ab_rounds, ab_report   the A/B processes of carried CLIs and their summary (below)
 # and creates .carry/bin and $OUT/ab.
 start=$(date +%s)
 ok() { [ $(( $(date +%s) - start )) -lt "$1" ]; }
@@ -42,4 +42,12 @@ ab_rounds() {
       done
     done
   done
+}
+
+# ab_report BASE: the A/B outputs that FAIL, round 1's PASS counts, the medians against variant
+# BASE (scripts/ab_summary.py); then $OUT/ab.tgz in place of $OUT/ab.
+ab_report() {
+  grep -l FAIL "$OUT"/ab/*.txt; grep -c PASS "$OUT"/ab/*-r1.txt | tr '\n' ' '; echo
+  python3 scripts/ab_summary.py "$OUT/ab" --base "$1"
+  (cd "$OUT" && tar czf ab.tgz ab && rm -rf ab)
 }

@@ -12,6 +12,4 @@ unxz .carry/z55/cli.xz .carry/bin/fp4moe_def
 env_variant fast .carry/bin/fp4moe_def "FP4MOE_SM90_MIN_ROWS=19"
 ab_rounds 370 400 "def fast" "qwen3-30b:w4a16:256,272,288 qwen3-30b:w4a4:256 qwen3-235b:w4a16:256,272 qwen3-235b:w4a4:256 deepseek-v3:w4a16:512 kimi-k2:w4a16:768"
 echo "rounds $ab_round t=$(( $(date +%s) - start ))"
-grep -l FAIL $OUT/ab/*.txt; grep -c PASS $OUT/ab/*-r1.txt | tr '\n' ' '; echo
-python3 scripts/ab_summary.py $OUT/ab --base def
-cd $OUT && tar czf ab.tgz ab && rm -rf ab
+ab_report def
