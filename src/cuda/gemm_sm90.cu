@@ -1397,13 +1397,15 @@ int width_for(const std::atomic<int>& forced, int chosen, int none) {
 int narrow_width_for(const Sm90Config& c) { return width_for(g_narrow_width, c.narrow_width, 8); }
 // The split's wide width for config c, or 16 (none).
 int wide_width_for(const Sm90Config& c) { return width_for(g_wide_width, c.wide_width, 16); }
-// The fold of rsws4's width split at narrow width `width` for config c: the config's
-// (fold_most(width) where it folds: a test may force the width), unless a test or the
-// environment (FP4MOE_SM90_FOLD=f, read per GEMM, for A/B runs) forces one; at most fold_most.
+// The config's fold of rsws4's width split at narrow width `width`: fold_most(width) where it
+// folds (a test may force the width), else 1.
+int config_fold(const Sm90Config& c, int width) { return c.narrow_fold > 1 ? fold_most(width) : 1; }
+// The fold that runs: config_fold, unless a test or the environment (FP4MOE_SM90_FOLD=f, read
+// per GEMM, for A/B runs) forces one; at most fold_most.
 int narrow_fold_for(const Sm90Config& c, int width) {
   int f = g_narrow_fold.load(std::memory_order_relaxed);
   if (f <= 0) f = env_int("FP4MOE_SM90_FOLD", 0);
-  if (f <= 0) f = c.narrow_fold > 1 ? fold_most(width) : 1;
+  if (f <= 0) f = config_fold(c, width);
   return std::min(f, fold_most(width));
 }
 
@@ -1446,8 +1448,8 @@ void launch_split(const Sm90Config& c, int width, int wide, Params p, const Weig
 }
 
 // The width split (Sm90Config::narrow_width): the narrow last tiles at their width (folded:
-// Sm90Config::narrow_fold), then the others at 64 tokens, both on rsws4. The two launches write disjoint rows; the second is the
-// programmatic dependent of the first (split_pdl).
+// Sm90Config::narrow_fold), then the others at 64 tokens, both on rsws4. The two launches write
+// disjoint rows; the second is the programmatic dependent of the first (split_pdl).
 template <bool GEMM1>
 void launch_width_split(const Sm90Config& c, int width, Params p, const WeightMaps& maps, int device,
                         cudaStream_t stream) {
@@ -1618,11 +1620,11 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
       width == c.narrow_width ? ""
       : width < 8             ? ", width split overridden: last tiles of <= " + std::to_string(8 * width) + " rows"
                               : ", width split off";
-  const int fold = k == Sm90Kernel::rsws4 && width < 8 ? narrow_fold_for(c, width) : 1;
-  const int config_fold = width == c.narrow_width && c.narrow_fold > 1 ? fold_most(width) : 1;
-  const std::string fold_at = fold == config_fold ? ""
-                              : fold > 1          ? ", fold overridden: up to " + std::to_string(fold) + " narrow tiles"
-                                                  : ", fold off";
+  const bool foldable = k == Sm90Kernel::rsws4 && width < 8;  // launch_width_split
+  const int fold = foldable ? narrow_fold_for(c, width) : 1;
+  const std::string fold_at = fold == (foldable ? config_fold(c, width) : 1) ? ""
+                              : fold > 1 ? ", fold overridden: up to " + std::to_string(fold) + " narrow tiles"
+                                         : ", fold off";
   const int wide = runs && k == Sm90Kernel::split ? wide_width_for(c) : 16;
   const std::string wide_at =
       wide == c.wide_width ? ""
@@ -1631,8 +1633,8 @@ void log_choice(const char* which, const Sm90Problem& pb, const Sm90Config& c, b
   char line[1024];
   std::snprintf(line, sizeof line, "%s sm90 rows_bound=%lld E=%lld N=%d K=%d%s -> %s%s%s%s%s%s (%s%s%s)", which,
                 (long long)pb.rows_bound, (long long)pb.num_experts, pb.N, pb.K, staged ? " NVFP4" : "", tiles, kernel,
-                split_at.c_str(), fold_at.c_str(), wide_at.c_str(), runs && staged ? " via bf16 staging" : "", c.why.c_str(),
-                refused.empty() ? "" : "; ", refused.c_str());
+                split_at.c_str(), fold_at.c_str(), wide_at.c_str(), runs && staged ? " via bf16 staging" : "",
+                c.why.c_str(), refused.empty() ? "" : "; ", refused.c_str());
   gemm_log(line);
 }
 

@@ -340,7 +340,8 @@ int env_slots(const char* var, int64_t fallback) { return std::max(0, env_int(va
 }  // namespace
 
 int64_t permute_fused_slots() {
-  const int v = choice_once(g_fused_slots, [] { return env_slots("FP4MOE_PERMUTE_FUSED_SLOTS", kPermuteFusedDefault); });
+  const int v =
+      choice_once(g_fused_slots, [] { return env_slots("FP4MOE_PERMUTE_FUSED_SLOTS", kPermuteFusedDefault); });
   return std::min<int64_t>(v, kPermuteFusedSlots);
 }
 
