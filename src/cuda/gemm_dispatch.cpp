@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "cuda/common/device.hpp"
 #include "cuda/gemm_internal.hpp"
 
 namespace fp4moe::cuda {
@@ -87,7 +88,8 @@ size_t gemm_scratch_bytes(const DeviceWeights& dw, GemmPath path, int64_t rows_b
   // sm90: also the bf16 h of GEMM 1, where the wgmma kernels will take the shape (the same
   // choose_sm90_config and device check as sm90_gemm1/2 at these rows)
   if (path == GemmPath::sm90) {
-    const Sm90Staging st = sm90_staging(rows_bound, row_space, w.w13.num_experts, H, I, w.w13.block);
+    const Sm90Staging st =
+        sm90_staging(rows_bound, row_space, w.w13.num_experts, H, I, w.w13.block, multiprocessor_count(w.device));
     if (st.use && why_no_sm90(w.device).empty()) bytes = std::max(bytes, st.bytes);
   }
   return bytes;

@@ -533,9 +533,19 @@ inline constexpr int kSm90RowTile = 256;           // weight rows per CTA: 2 war
 // 640 / 768 (16 / 18 / 20 / 24 rows) -5.2 / -1.3 / -1.2 / +1.9% for the fast path, so MXFP4
 // takes wgmma from 22 rows. NVFP4 is mixed at 16 rows (qwen3-30b -6.3%, qwen3-235b -1.9%,
 // deepseek-v3 +1.5%, kimi-k2 +2.8%) and the fast path loses from 18 (qwen3-235b +2.2%,
-// deepseek-v3 +11.7%), so NVFP4 keeps 16. The environment's FP4MOE_SM90_MIN_ROWS /
-// FP4MOE_SM90_MIN_ROWS_MX replace them (A/B).
+// deepseek-v3 +11.7%), so NVFP4 keeps 16 where the GEMM has many waves of units (256 weight
+// rows of one expert each, over the SMs; kSm90MinRowsManyWaves). Below that the fast path runs
+// to 17 rows (kSm90MinRowsFewWaves), below kSm90WidthSplitMinWaves to 18 (kSm90MinRowsFewestWaves):
+// since rsws4's fold (notes v36, 10 alternated processes per point, the fast path against the
+// default then, wgmma from 16), qwen3-30b (5.8 / 7.8 waves) T = 256 / 272 / 288 (16 / 17 / 18
+// rows) -6.0 / -7.0 / -2.0% (W4A4 T = 256 -4.1%), qwen3-235b (11.6 / 15.5 waves) T = 256 / 272
+// -1.9 / -1.0% (W4A4 T = 256 -1.1%; v34: T = 288 +2.2%), deepseek-v3 (31 / 54 waves) T = 512
+// +3.4%, kimi-k2 (47 / 81 waves) T = 768 +2.0%. The environment's FP4MOE_SM90_MIN_ROWS /
+// FP4MOE_SM90_MIN_ROWS_MX replace them, at any waves (A/B).
 inline constexpr int kSm90MinRowsPerExpert = 16;
+inline constexpr int kSm90MinRowsFewWaves = 18;
+inline constexpr int kSm90MinRowsFewestWaves = 19;
+inline constexpr int kSm90MinRowsManyWaves = 20;
 inline constexpr int kSm90MinRowsPerExpertMx = 22;
 
 struct Sm90Problem {
@@ -649,6 +659,21 @@ inline constexpr int kSm90SplitWideMinWaves = 2;
 // each, for last tiles of 65..8v rows (Sm90Config::wide_width).
 inline constexpr int kWideWidths[] = {10, 12, 14};
 
+// A GEMM's waves of units: ceil(N / kSm90RowTile) row tiles of each active expert (at most one
+// per row), over the SMs.
+inline double sm90_waves(const Sm90Problem& p) {
+  const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
+  const int64_t grid_x = (p.N + kSm90RowTile - 1) / kSm90RowTile;
+  return double(grid_x * active) / double(std::max(p.num_sms, 1));
+}
+// The least rows per active expert at which the wgmma kernels take a GEMM of `waves` waves of
+// units and weights of scale block `block` (kSm90MinRowsPerExpert; not the environment's).
+inline int sm90_min_rows(int block, double waves) {
+  if (block == kMxfp4Block) return kSm90MinRowsPerExpertMx;
+  if (waves >= kSm90MinRowsManyWaves) return kSm90MinRowsPerExpert;
+  return waves >= kSm90WidthSplitMinWaves ? kSm90MinRowsFewWaves : kSm90MinRowsFewestWaves;
+}
+
 struct Sm90Config {
   bool use = false;         // false: too few rows per expert, run the fast path
   int token_tile = 0;       // tokens per CTA = the wgmma N: 64 or 128 (one launch; with split: 128)
@@ -759,12 +784,12 @@ struct Sm90Staging {
   size_t bytes = 0;               // scratch bytes in all; 0 when !use
 };
 // What the staging needs for a layer of hidden H, intermediate I, E_local experts, at
-// `rows_bound` rows in a row space of `row_space`, weights of scale block `block`: `use` exactly
-// when choose_sm90_config takes GEMM 1 and GEMM 2 (it decides on the rows per expert and the
-// format only). Not the device check: the caller adds why_no_sm90. Host function, testable
-// without a GPU.
+// `rows_bound` rows in a row space of `row_space`, weights of scale block `block`, on a device
+// of `num_sms` SMs: `use` exactly when choose_sm90_config takes GEMM 1 and GEMM 2 (it decides on
+// the rows per expert, the GEMM's waves and the format only). Not the device check: the caller
+// adds why_no_sm90. Host function, testable without a GPU.
 Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_experts, int64_t H, int64_t I,
-                         int block);
+                         int block, int num_sms);
 
 // The bf16 bits of the NVFP4 value e2m1(code) * s, s = e4m3_to_f32(scale code): exact (the
 // fp32 product is exact and has at most 6 significant bits, so its top 16 bits are the value;

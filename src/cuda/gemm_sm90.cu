@@ -180,11 +180,14 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
   const int64_t per_expert = (p.rows_bound + active - 1) / active;  // rows per active expert if spread evenly
   const bool mx = p.block == kMxfp4Block;
-  const int min_rows = mx ? env_threshold("FP4MOE_SM90_MIN_ROWS_MX", kSm90MinRowsPerExpertMx)
-                          : env_threshold("FP4MOE_SM90_MIN_ROWS", kSm90MinRowsPerExpert);
+  const double waves = sm90_waves(p);
+  const int min_rows = env_threshold(mx ? "FP4MOE_SM90_MIN_ROWS_MX" : "FP4MOE_SM90_MIN_ROWS",
+                                     sm90_min_rows(p.block, waves));
   if (per_expert < min_rows) {
-    c.why = "fewer than " + std::to_string(min_rows) + " rows per active expert" + (mx ? " (MXFP4)" : "") +
-            ": the fast path's smaller token tiles waste less";
+    char at[32];
+    std::snprintf(at, sizeof at, "%.1f", waves);
+    c.why = "fewer than " + std::to_string(min_rows) + " rows per active expert" + (mx ? " (MXFP4)" : "") + " at " +
+            at + " waves: the fast path's smaller token tiles waste less";
     return c;
   }
   // One launch (a forced kernel, or few rows per expert): 128-token tiles read each weight tile
@@ -213,7 +216,6 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   // with enough waves of units.
   const double sd = std::sqrt(double(per_expert));
   const int64_t rest = per_expert % kSplitWideTile;
-  const double waves = double(c.grid_x * active) / double(sms);
   const bool many_waves = waves >= (width_waves_env > 0 ? width_waves_env : kSm90WidthSplitMinWaves);
   const bool split_widths = waves >= (width_waves_env > 0 ? width_waves_env : kSm90SplitWidthMinWaves);
   const int split_narrow = split_widths && rest <= kSplitNarrowTile ? narrow_width_of(double(rest), sd).width : 8;
@@ -248,14 +250,15 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
 }
 
 Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_experts, int64_t H, int64_t I,
-                         int block) {
+                         int block, int num_sms) {
   Sm90Staging st;
-  // GEMM 1 (N = 2I, K = H) and GEMM 2 (N = H, K = I) decide alike: on the rows per expert.
+  // GEMM 1 (N = 2I, K = H) and GEMM 2 (N = H, K = I) decide on the rows per expert and each its
+  // own waves: where only one takes the wgmma kernels, nothing is staged (staging_refusal).
   st.use = choose_sm90_config({.rows_bound = rows_bound, .num_experts = num_experts, .N = int(2 * I), .K = int(H),
-                               .block = block})
+                               .num_sms = num_sms, .block = block})
                .use &&
            choose_sm90_config({.rows_bound = rows_bound, .num_experts = num_experts, .N = int(H), .K = int(I),
-                               .block = block})
+                               .num_sms = num_sms, .block = block})
                .use;
   if (!st.use) return st;
   st.a_bf16 = 0;
@@ -1393,8 +1396,16 @@ int width_for(const std::atomic<int>& forced, int chosen, int none) {
   if (const int f = forced.load(std::memory_order_relaxed); f > 0) return f;
   return env_switch("FP4MOE_SM90_WIDTHS", '0') ? none : chosen;
 }
-// The width split's narrow width for config c (rsws4 unsplit, or the split), or 8 (none).
-int narrow_width_for(const Sm90Config& c) { return width_for(g_narrow_width, c.narrow_width, 8); }
+// The width split's narrow width for config c (rsws4 unsplit, or the split), or 8 (none). Where
+// the config splits widths, the environment's FP4MOE_SM90_NARROW=w (kMinNarrowWidth..
+// kMaxNarrowWidth; read per GEMM, for A/B runs) replaces its narrow width.
+int narrow_width_for(const Sm90Config& c) {
+  const int w = width_for(g_narrow_width, c.narrow_width, 8);
+  const int e = env_int("FP4MOE_SM90_NARROW", 0);
+  return g_narrow_width.load(std::memory_order_relaxed) <= 0 && w < 8 && e >= kMinNarrowWidth && e <= kMaxNarrowWidth
+             ? e
+             : w;
+}
 // The split's wide width for config c, or 16 (none).
 int wide_width_for(const Sm90Config& c) { return width_for(g_wide_width, c.wide_width, 16); }
 // The config's fold of rsws4's width split at narrow width `width`: fold_most(width) where it
@@ -1660,7 +1671,8 @@ bool misaligned(const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t
 // rows can be addressed in it, and the outputs are aligned for the staging kernels' vector
 // accesses. Else why not (the GEMM then runs the fast path).
 std::string staging_refusal(const Sm90Staging& st, const float* scratch, size_t scratch_bytes, int64_t num_experts) {
-  if (!st.use) return "";  // choose_sm90_config declines too
+  // choose_sm90_config declined this GEMM too, or only the other one (each decides on its waves)
+  if (!st.use) return "the wgmma kernels do not take GEMM 2 at these rows: nothing is staged (sm90_staging)";
   if (!scratch || scratch_bytes < st.bytes)
     return "NVFP4 activations are staged through bf16: the scratch has " + std::to_string(scratch ? scratch_bytes : 0) +
            " bytes, needs " + std::to_string(st.bytes) + " (gemm_scratch_bytes)";
@@ -1739,7 +1751,8 @@ const char* const kUnstagedA =
 // scratch's h_bf16), then it is requantized into h_fp4 / h_scale.
 bool sm90_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
   const int64_t H = cw.w13.K, I = cw.w13.N / 2, E = cw.w13.num_experts;
-  const Sm90Staging st = sm90_staging(a.rows.rows_bound, a.rows.row_space, E, H, I, cw.w13.block);
+  const Sm90Staging st =
+      sm90_staging(a.rows.rows_bound, a.rows.row_space, E, H, I, cw.w13.block, multiprocessor_count(cw.device));
   std::string refused;
   if (a.a_fp4) {
     refused = kUnstagedA;

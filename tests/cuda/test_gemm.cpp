@@ -1219,7 +1219,7 @@ TEST(CudaGemmLayout, PreparedScaleCodesAreExact) {
 TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   std::mt19937_64 rng(13);
   int used = 0, tile64 = 0, split = 0, width_split = 0, folded = 0, wide_width = 0;
-  for (int trial = 0; trial < 4000; ++trial) {
+  for (int trial = 0; trial < 6000; ++trial) {
     Sm90Problem pb;
     pb.num_experts = 1 + int64_t(rng() % 384);
     pb.rows_bound = int64_t(rng() % (trial % 2 ? 300 : 140000));
@@ -1233,7 +1233,13 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
     ASSERT_LT((c.grid_x - 1) * kSm90RowTile, pb.N);
     const int64_t active = std::max<int64_t>(1, std::min(pb.num_experts, pb.rows_bound));
     const int64_t per_expert = (pb.rows_bound + active - 1) / active;
-    const int min_rows = pb.block == kMxfp4Block ? kSm90MinRowsPerExpertMx : kSm90MinRowsPerExpert;
+    // NVFP4 takes the wgmma kernels from fewer rows where the GEMM has more waves of units
+    // (ceil(N / 256) row tiles of each active expert over the SMs).
+    const double units = double((pb.N + 255) / 256 * active) / pb.num_sms;
+    const int min_rows = pb.block == kMxfp4Block            ? kSm90MinRowsPerExpertMx
+                         : units >= kSm90MinRowsManyWaves   ? kSm90MinRowsPerExpert
+                         : units >= kSm90WidthSplitMinWaves ? kSm90MinRowsFewWaves
+                                                            : kSm90MinRowsFewestWaves;
     if (pb.rows_bound == 0 || per_expert < min_rows) {
       ASSERT_FALSE(c.use) << c.why;
       continue;
@@ -1330,43 +1336,48 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
   EXPECT_GT(width_split, 10);
   EXPECT_GT(folded, 3);
   EXPECT_GT(wide_width, 10);
-  // The width split's widths (Sm90Config::narrow_width): kimi-k2 (E = 384, k = 8) T = 768 /
-  // 1024 / 2048 / 8192 (16 / 22 / 43 / 171 = 128 + 43 rows per expert, split): last tiles of
-  // <= 24 / 32 / 48 / 48 rows; qwen3-235b (E = 128, k = 8) T = 512 (32, unsplit): 40;
-  // deepseek-v3 (E = 256, k = 8) T = 2048 (64 rows): none, nor kimi-k2 T = 4096 (86 rows: its
-  // last tiles are wide). Below kSm90WidthSplitMinWaves (qwen3-30b, E = 128, k = 8: GEMM 1 5.8
-  // waves of units, GEMM 2 7.8; with E = 64, 2.9 and 3.9): T = 256 / 512 (16 / 32 rows) 3 / 5,
-  // none at T = 768 (48 rows: it saves too little); with E = 64, T = 128 (16 rows) 3, none at
-  // T = 256 (32 rows). The split's from kSm90SplitWidthMinWaves: qwen3-30b T = 2048 (128 rows,
-  // sd 11: last tiles of <= 16 rows).
-  const struct {
-    Sm90Problem pb;
-    int width;
-  } widths[] = {{{768 * 8, 384, 4096, 7168}, 3}, {{1024 * 8, 384, 4096, 7168}, 4},  {{2048 * 8, 384, 4096, 7168}, 6},
-                {{2048 * 8, 384, 7168, 2048}, 6}, {{512 * 8, 128, 3072, 4096}, 5},   {{2048 * 8, 256, 4096, 7168}, 8},
-                {{4096 * 8, 384, 4096, 7168}, 8}, {{8192 * 8, 384, 4096, 7168}, 6}, {{256 * 8, 128, 1536, 2048}, 3},
-                {{512 * 8, 128, 1536, 2048}, 5}, {{512 * 8, 128, 2048, 768}, 5},   {{768 * 8, 128, 1536, 2048}, 8},
-                {{768 * 8, 128, 2048, 768}, 8},  {{128 * 8, 64, 1536, 2048}, 3},   {{128 * 8, 64, 2048, 768}, 3},
-                {{256 * 8, 64, 1536, 2048}, 8},  {{256 * 8, 64, 2048, 768}, 8},   {{2048 * 8, 128, 1536, 2048}, 2},
-                {{2048 * 8, 128, 2048, 768}, 2}};
-  for (const auto& [pb, width] : widths)
-    EXPECT_EQ(choose_sm90_config(pb).narrow_width, width)
-        << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N;
-  // rsws4's fold (Sm90Config::narrow_fold): qwen3-30b T = 256 (16 rows, 1.7% of the experts
-  // past 24: times 5.8 / 7.8 waves, 0.10 / 0.13) folds both GEMMs, 3 tiles of 24 rows (as many
-  // as 64 rows need); qwen3-235b T = 256 (11.6 / 15.5 waves: 0.195 / 0.26) GEMM 1 only; none at
-  // qwen3-30b T = 320 (20 rows, 16% past 24), deepseek-v3 T = 512 (31 / 54 waves) or kimi-k2
-  // T = 768, nor at qwen3-30b T = 512 (32 rows at n40: 6.6% past, 0.39 / 0.52).
-  const struct {
-    Sm90Problem pb;
-    int fold;
-  } folds[] = {{{256 * 8, 128, 1536, 2048}, 3}, {{256 * 8, 128, 2048, 768}, 3},   {{256 * 8, 128, 3072, 4096}, 3},
-               {{256 * 8, 128, 4096, 1536}, 1}, {{320 * 8, 128, 1536, 2048}, 1},   {{512 * 8, 256, 4096, 7168}, 1},
-               {{768 * 8, 384, 4096, 7168}, 1}, {{512 * 8, 128, 1536, 2048}, 1},   {{512 * 8, 128, 2048, 768}, 1}};
-  for (const auto& [pb, fold] : folds) {
-    const Sm90Config c = choose_sm90_config(pb);
-    EXPECT_EQ(c.narrow_fold, fold) << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N << ": " << c.why;
-    if (fold > 1) EXPECT_NE(c.why.find("folded: up to 72 rows as 3 such tiles"), std::string::npos) << c.why;
+  {
+    // The width split's widths and folds where the wgmma kernels run from 16 rows per expert at any
+    // waves (the environment's threshold): qwen3-30b and qwen3-235b take them from 19 and 18.
+    const fp4moe::testing::EnvVar from16("FP4MOE_SM90_MIN_ROWS", "16");
+    // The width split's widths (Sm90Config::narrow_width): kimi-k2 (E = 384, k = 8) T = 768 /
+    // 1024 / 2048 / 8192 (16 / 22 / 43 / 171 = 128 + 43 rows per expert, split): last tiles of
+    // <= 24 / 32 / 48 / 48 rows; qwen3-235b (E = 128, k = 8) T = 512 (32, unsplit): 40;
+    // deepseek-v3 (E = 256, k = 8) T = 2048 (64 rows): none, nor kimi-k2 T = 4096 (86 rows: its
+    // last tiles are wide). Below kSm90WidthSplitMinWaves (qwen3-30b, E = 128, k = 8: GEMM 1 5.8
+    // waves of units, GEMM 2 7.8; with E = 64, 2.9 and 3.9): T = 256 / 512 (16 / 32 rows) 3 / 5,
+    // none at T = 768 (48 rows: it saves too little); with E = 64, T = 128 (16 rows) 3, none at
+    // T = 256 (32 rows). The split's from kSm90SplitWidthMinWaves: qwen3-30b T = 2048 (128 rows,
+    // sd 11: last tiles of <= 16 rows).
+    const struct {
+      Sm90Problem pb;
+      int width;
+    } widths[] = {{{768 * 8, 384, 4096, 7168}, 3}, {{1024 * 8, 384, 4096, 7168}, 4},  {{2048 * 8, 384, 4096, 7168}, 6},
+                  {{2048 * 8, 384, 7168, 2048}, 6}, {{512 * 8, 128, 3072, 4096}, 5},   {{2048 * 8, 256, 4096, 7168}, 8},
+                  {{4096 * 8, 384, 4096, 7168}, 8}, {{8192 * 8, 384, 4096, 7168}, 6}, {{256 * 8, 128, 1536, 2048}, 3},
+                  {{512 * 8, 128, 1536, 2048}, 5}, {{512 * 8, 128, 2048, 768}, 5},   {{768 * 8, 128, 1536, 2048}, 8},
+                  {{768 * 8, 128, 2048, 768}, 8},  {{128 * 8, 64, 1536, 2048}, 3},   {{128 * 8, 64, 2048, 768}, 3},
+                  {{256 * 8, 64, 1536, 2048}, 8},  {{256 * 8, 64, 2048, 768}, 8},   {{2048 * 8, 128, 1536, 2048}, 2},
+                  {{2048 * 8, 128, 2048, 768}, 2}};
+    for (const auto& [pb, width] : widths)
+      EXPECT_EQ(choose_sm90_config(pb).narrow_width, width)
+          << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N;
+    // rsws4's fold (Sm90Config::narrow_fold): qwen3-30b T = 256 (16 rows, 1.7% of the experts
+    // past 24: times 5.8 / 7.8 waves, 0.10 / 0.13) folds both GEMMs, 3 tiles of 24 rows (as many
+    // as 64 rows need); qwen3-235b T = 256 (11.6 / 15.5 waves: 0.195 / 0.26) GEMM 1 only; none at
+    // qwen3-30b T = 320 (20 rows, 16% past 24), deepseek-v3 T = 512 (31 / 54 waves) or kimi-k2
+    // T = 768, nor at qwen3-30b T = 512 (32 rows at n40: 6.6% past, 0.39 / 0.52).
+    const struct {
+      Sm90Problem pb;
+      int fold;
+    } folds[] = {{{256 * 8, 128, 1536, 2048}, 3}, {{256 * 8, 128, 2048, 768}, 3},   {{256 * 8, 128, 3072, 4096}, 3},
+                 {{256 * 8, 128, 4096, 1536}, 1}, {{320 * 8, 128, 1536, 2048}, 1},   {{512 * 8, 256, 4096, 7168}, 1},
+                 {{768 * 8, 384, 4096, 7168}, 1}, {{512 * 8, 128, 1536, 2048}, 1},   {{512 * 8, 128, 2048, 768}, 1}};
+    for (const auto& [pb, fold] : folds) {
+      const Sm90Config c = choose_sm90_config(pb);
+      EXPECT_EQ(c.narrow_fold, fold) << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N << ": " << c.why;
+      if (fold > 1) EXPECT_NE(c.why.find("folded: up to 72 rows as 3 such tiles"), std::string::npos) << c.why;
+    }
   }
   const auto mx = [](int64_t rows, int64_t E, int N, int K) {
     return Sm90Problem{.rows_bound = rows, .num_experts = E, .N = N, .K = K, .block = kMxfp4Block};
@@ -1410,6 +1421,28 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
     EXPECT_TRUE(choose_sm90_config(mx(48 * 128, 128, 5760, 2880)).use);
   }
   EXPECT_TRUE(choose_sm90_config({kSm90MinRowsPerExpert * 384, 384, 4096, 7168}).use);
+  // NVFP4 by the GEMM's waves (gemm_internal.hpp, as measured): deepseek-v3 (31 / 54 waves) T =
+  // 512 (16 rows) on wgmma; qwen3-235b (11.6 / 15.5) from T = 288 (18 rows), qwen3-30b (5.8 /
+  // 7.8) from T = 304 (19): at T = 256 both run the fast path, with the reason.
+  for (const auto& [rows_bound, E, N, K, use] :
+       std::vector<std::tuple<int64_t, int64_t, int, int, bool>>{{512 * 8, 256, 4096, 7168, true},
+                                                                 {512 * 8, 256, 7168, 2048, true},
+                                                                 {272 * 8, 128, 3072, 4096, false},
+                                                                 {272 * 8, 128, 4096, 1536, false},
+                                                                 {288 * 8, 128, 3072, 4096, true},
+                                                                 {288 * 8, 128, 4096, 1536, true},
+                                                                 {288 * 8, 128, 1536, 2048, false},
+                                                                 {288 * 8, 128, 2048, 768, false},
+                                                                 {304 * 8, 128, 1536, 2048, true},
+                                                                 {304 * 8, 128, 2048, 768, true}})
+    EXPECT_EQ(choose_sm90_config({rows_bound, E, N, K}).use, use) << rows_bound << " rows, E " << E << ", N " << N;
+  {
+    const Sm90Config c = choose_sm90_config({256 * 8, 128, 1536, 2048});
+    EXPECT_FALSE(c.use);
+    EXPECT_NE(c.why.find("fewer than 19 rows per active expert at 5.8 waves"), std::string::npos) << c.why;
+  }
+  // Fewer SMs, more waves: qwen3-30b's GEMM 1 at T = 288 on 66 SMs (11.6 waves) from 18 rows.
+  EXPECT_TRUE(choose_sm90_config({.rows_bound = 288 * 8, .num_experts = 128, .N = 1536, .K = 2048, .num_sms = 66}).use);
   // as measured (gemm_internal.hpp): kimi-k2 T = 768 (16 rows per expert) on wgmma, T = 512 (11)
   // on the fast path; gpt-oss-120b (MXFP4, E = 128, k = 4) T = 704 (22) on wgmma, T = 512 / 640
   // (16 / 20) on the fast path.
@@ -1560,20 +1593,24 @@ TEST(CudaGemmConfig, SpansCoverEveryRowOnce) {
 // 256-byte aligned, disjoint sub-buffers of row_space x max(H, I) and row_space x I bf16.
 TEST(CudaGemmConfig, Sm90StagingScratch) {
   std::mt19937_64 rng(21);
-  int used = 0;
+  int used = 0, one_only = 0;
   for (int trial = 0; trial < 4000; ++trial) {
     const int64_t E = 1 + int64_t(rng() % 384);
     const int64_t rows_bound = int64_t(rng() % (trial % 2 ? 300 : 140000));
     const int64_t row_space = rows_bound + int64_t(rng() % 100);
     const int64_t H = 16 * (1 + int64_t(rng() % 500)), I = 16 * (1 + int64_t(rng() % 300));
     const int block = trial % 3 == 0 ? kMxfp4Block : kNvfp4Block;
-    const Sm90Staging st = sm90_staging(rows_bound, row_space, E, H, I, block);
-    const Sm90Problem g1{.rows_bound = rows_bound, .num_experts = E, .N = int(2 * I), .K = int(H), .block = block};
-    const bool take = choose_sm90_config(g1).use;
-    ASSERT_EQ(st.use, take) << "rows_bound " << rows_bound << " E " << E << " block " << block;
-    ASSERT_EQ(
-        choose_sm90_config({.rows_bound = rows_bound, .num_experts = E, .N = int(H), .K = int(I), .block = block}).use,
-        take);
+    const int sms = trial % 4 == 0 ? 78 : 132;
+    const Sm90Staging st = sm90_staging(rows_bound, row_space, E, H, I, block, sms);
+    // Each GEMM decides on its own waves: staged only where both take the wgmma kernels.
+    const bool take1 = choose_sm90_config(
+                           {.rows_bound = rows_bound, .num_experts = E, .N = int(2 * I), .K = int(H), .num_sms = sms, .block = block})
+                           .use;
+    const bool take2 =
+        choose_sm90_config({.rows_bound = rows_bound, .num_experts = E, .N = int(H), .K = int(I), .num_sms = sms, .block = block})
+            .use;
+    ASSERT_EQ(st.use, take1 && take2) << "rows_bound " << rows_bound << " E " << E << " block " << block;
+    one_only += take1 != take2;
     if (!st.use) {
       ASSERT_EQ(st.bytes, 0u);
       continue;
@@ -1587,13 +1624,14 @@ TEST(CudaGemmConfig, Sm90StagingScratch) {
     ASSERT_LT(st.bytes, a_bytes + h_bytes + 512);  // no more than the alignment padding
   }
   EXPECT_GT(used, 100);
+  EXPECT_GT(one_only, 0);  // the case staging_refusal declines
   // kimi-k2 (H = 7168, I = 2048, E = 384, k = 8): T = 2048 (43 rows per expert) and T = 16384
   // stage through 288 MiB and 2.25 GiB; T = 512 (11 rows per expert) runs the fast path.
-  EXPECT_EQ(sm90_staging(2048 * 8, 2048 * 8, 384, 7168, 2048, kNvfp4Block).bytes, size_t(2048) * 8 * (7168 + 2048) * 2);
-  EXPECT_EQ(sm90_staging(16384 * 8, 16384 * 8, 384, 7168, 2048, kNvfp4Block).bytes, size_t(16384) * 8 * (7168 + 2048) * 2);
-  EXPECT_FALSE(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048, kNvfp4Block).use);
-  EXPECT_EQ(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048, kNvfp4Block).bytes, 0u);
-  EXPECT_EQ(sm90_staging(0, 0, 384, 7168, 2048, kNvfp4Block).bytes, 0u);
+  EXPECT_EQ(sm90_staging(2048 * 8, 2048 * 8, 384, 7168, 2048, kNvfp4Block, 132).bytes, size_t(2048) * 8 * (7168 + 2048) * 2);
+  EXPECT_EQ(sm90_staging(16384 * 8, 16384 * 8, 384, 7168, 2048, kNvfp4Block, 132).bytes, size_t(16384) * 8 * (7168 + 2048) * 2);
+  EXPECT_FALSE(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048, kNvfp4Block, 132).use);
+  EXPECT_EQ(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048, kNvfp4Block, 132).bytes, 0u);
+  EXPECT_EQ(sm90_staging(0, 0, 384, 7168, 2048, kNvfp4Block, 132).bytes, 0u);
 }
 
 // The staging dequantization's value function: every e2m1 code times every finite e4m3 scale
@@ -1895,7 +1933,7 @@ TEST(CudaGemmSm90, W4A4MatchesFast) {
   const auto dw = upload_weights(p.w, 0);
   const int64_t H = s.H, I = s.I;
   ASSERT_TRUE(choose_sm90_config({p.rows_bound, s.E, int(2 * I), int(H)}).use);
-  const Sm90Staging st = sm90_staging(p.rows_bound, p.row_space, s.E, H, I, kNvfp4Block);
+  const Sm90Staging st = sm90_staging(p.rows_bound, p.row_space, s.E, H, I, kNvfp4Block, multiprocessor_count(0));
   ASSERT_TRUE(st.use);
   // without wgmma, the scratch holds the bf16 copy of A only: row_space x max(H, I) bf16
   const size_t a_copy = (size_t(p.row_space) * size_t(std::max(H, I)) * 2 + 255) / 256 * 256;
@@ -1993,6 +2031,41 @@ TEST(CudaGemmSm90, W4A4MatchesFast) {
   EXPECT_GT(yss, 0.0);
   EXPECT_LE(std::sqrt(ess / std::max(yss, 1e-300)), 1e-5) << "gemm2 y, relative L2 to the fast path";
   EXPECT_TRUE(run_gemm2(*dw, p, GemmPath::sm90, {}, a2q, a2s, 0.21f) == yw_all) << "gemm2 differs between two runs";
+}
+
+// W4A4 where only GEMM 1 takes the wgmma kernels (each GEMM decides on its own waves of units):
+// nothing is staged for h (sm90_staging), so GEMM 1 must decline too and run the fast path, its
+// outputs bit for bit the fast path's. 8 experts of 17 rows (rows_bound 141: 18 per expert):
+// GEMM 1 (2I rows of 256-row tiles) has at least kSm90WidthSplitMinWaves waves on this device,
+// so 18 rows take it; GEMM 2 (H = 64, one tile per expert) has a fraction of one, so it needs
+// kSm90MinRowsFewestWaves.
+TEST(CudaGemmSm90, W4A4OnlyGemm1WouldTakeWgmma) {
+  SKIP_WITHOUT_GPU();
+  const int sms = multiprocessor_count(0);
+  const int64_t E = 8, H = 64, I = 128 * ((int64_t(kSm90WidthSplitMinWaves) * sms + E - 1) / E);
+  const Spec s{"w4a4_gemm1_only", H, I, E, WeightFormat::nvfp4, true, Activation::silu, false,
+               std::vector<int32_t>(size_t(E), kSm90MinRowsFewWaves - 1), false, 47};
+  const Problem p = make_problem(s);
+  ASSERT_EQ((p.rows_bound + E - 1) / E, kSm90MinRowsFewWaves);
+  ASSERT_TRUE(
+      choose_sm90_config({.rows_bound = p.rows_bound, .num_experts = E, .N = int(2 * I), .K = int(H), .num_sms = sms})
+          .use);
+  ASSERT_FALSE(
+      choose_sm90_config({.rows_bound = p.rows_bound, .num_experts = E, .N = int(H), .K = int(I), .num_sms = sms}).use);
+  EXPECT_FALSE(sm90_staging(p.rows_bound, p.row_space, E, H, I, kNvfp4Block, sms).use);
+  const auto dw = upload_weights(p.w, 0);
+  // the bf16 copy of A only
+  EXPECT_EQ(gemm_scratch_bytes(*dw, GemmPath::sm90, p.rows_bound, p.row_space),
+            (size_t(p.row_space) * size_t(std::max(H, I)) * 2 + 255) / 256 * 256);
+  const int64_t before = sm90_launches();
+  const Gemm1Out fast = run_gemm1(*dw, p, GemmPath::fast);
+  const Gemm1Out sm90 = run_gemm1(*dw, p, GemmPath::sm90);
+  EXPECT_EQ(sm90_launches() - before, 0) << "GEMM 1 took the wgmma kernels with no h staging";
+  EXPECT_TRUE(fast.h == sm90.h) << "bf16 h";
+  EXPECT_TRUE(fast.fp4 == sm90.fp4) << "NVFP4 h codes";
+  EXPECT_TRUE(fast.scale == sm90.scale) << "NVFP4 h scales";
+  // and the host's GEMM 1 (the fast path's check)
+  check_problem(s, GemmPath::sm90);
 }
 
 // The staged sm90 path declines to the fast path (no wgmma launch) without its scratch or with
