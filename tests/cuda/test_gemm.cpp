@@ -1375,7 +1375,8 @@ TEST(CudaGemmConfig, Sm90CoversPrefillShapes) {
                  {{768 * 8, 384, 4096, 7168}, 1}, {{512 * 8, 128, 1536, 2048}, 1},   {{512 * 8, 128, 2048, 768}, 1}};
     for (const auto& [pb, fold] : folds) {
       const Sm90Config c = choose_sm90_config(pb);
-      EXPECT_EQ(c.narrow_fold, fold) << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N << ": " << c.why;
+      EXPECT_EQ(c.narrow_fold, fold) << pb.rows_bound << " rows, E " << pb.num_experts << ", N " << pb.N << ": "
+                                     << c.why;
       if (fold > 1) EXPECT_NE(c.why.find("folded: up to 72 rows as 3 such tiles"), std::string::npos) << c.why;
     }
   }
@@ -1603,12 +1604,12 @@ TEST(CudaGemmConfig, Sm90StagingScratch) {
     const int sms = trial % 4 == 0 ? 78 : 132;
     const Sm90Staging st = sm90_staging(rows_bound, row_space, E, H, I, block, sms);
     // Each GEMM decides on its own waves: staged only where both take the wgmma kernels.
-    const bool take1 = choose_sm90_config(
-                           {.rows_bound = rows_bound, .num_experts = E, .N = int(2 * I), .K = int(H), .num_sms = sms, .block = block})
-                           .use;
-    const bool take2 =
-        choose_sm90_config({.rows_bound = rows_bound, .num_experts = E, .N = int(H), .K = int(I), .num_sms = sms, .block = block})
-            .use;
+    const auto take = [&](int64_t N, int64_t K) {
+      return choose_sm90_config(
+                 {.rows_bound = rows_bound, .num_experts = E, .N = int(N), .K = int(K), .num_sms = sms, .block = block})
+          .use;
+    };
+    const bool take1 = take(2 * I, H), take2 = take(H, I);
     ASSERT_EQ(st.use, take1 && take2) << "rows_bound " << rows_bound << " E " << E << " block " << block;
     one_only += take1 != take2;
     if (!st.use) {
@@ -1627,8 +1628,10 @@ TEST(CudaGemmConfig, Sm90StagingScratch) {
   EXPECT_GT(one_only, 0);  // the case staging_refusal declines
   // kimi-k2 (H = 7168, I = 2048, E = 384, k = 8): T = 2048 (43 rows per expert) and T = 16384
   // stage through 288 MiB and 2.25 GiB; T = 512 (11 rows per expert) runs the fast path.
-  EXPECT_EQ(sm90_staging(2048 * 8, 2048 * 8, 384, 7168, 2048, kNvfp4Block, 132).bytes, size_t(2048) * 8 * (7168 + 2048) * 2);
-  EXPECT_EQ(sm90_staging(16384 * 8, 16384 * 8, 384, 7168, 2048, kNvfp4Block, 132).bytes, size_t(16384) * 8 * (7168 + 2048) * 2);
+  EXPECT_EQ(sm90_staging(2048 * 8, 2048 * 8, 384, 7168, 2048, kNvfp4Block, 132).bytes,
+            size_t(2048) * 8 * (7168 + 2048) * 2);
+  EXPECT_EQ(sm90_staging(16384 * 8, 16384 * 8, 384, 7168, 2048, kNvfp4Block, 132).bytes,
+            size_t(16384) * 8 * (7168 + 2048) * 2);
   EXPECT_FALSE(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048, kNvfp4Block, 132).use);
   EXPECT_EQ(sm90_staging(512 * 8, 512 * 8, 384, 7168, 2048, kNvfp4Block, 132).bytes, 0u);
   EXPECT_EQ(sm90_staging(0, 0, 384, 7168, 2048, kNvfp4Block, 132).bytes, 0u);
