@@ -659,13 +659,6 @@ inline constexpr int kSm90SplitWideMinWaves = 2;
 // each, for last tiles of 65..8v rows (Sm90Config::wide_width).
 inline constexpr int kWideWidths[] = {10, 12, 14};
 
-// A GEMM's waves of units: ceil(N / kSm90RowTile) row tiles of each active expert (at most one
-// per row), over the SMs.
-inline double sm90_waves(const Sm90Problem& p) {
-  const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
-  const int64_t grid_x = (p.N + kSm90RowTile - 1) / kSm90RowTile;
-  return double(grid_x * active) / double(std::max(p.num_sms, 1));
-}
 // The least rows per active expert at which the wgmma kernels take a GEMM of `waves` waves of
 // units and weights of scale block `block` (kSm90MinRowsPerExpert; not the environment's).
 inline int sm90_min_rows(int block, double waves) {

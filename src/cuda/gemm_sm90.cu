@@ -180,7 +180,8 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   const int64_t active = std::max<int64_t>(1, std::min(p.num_experts, p.rows_bound));
   const int64_t per_expert = (p.rows_bound + active - 1) / active;  // rows per active expert if spread evenly
   const bool mx = p.block == kMxfp4Block;
-  const double waves = sm90_waves(p);
+  const int64_t sms = std::max(p.num_sms, 1);
+  const double waves = double(c.grid_x * active) / double(sms);  // of units: row tiles of each active expert
   const int min_rows = env_threshold(mx ? "FP4MOE_SM90_MIN_ROWS_MX" : "FP4MOE_SM90_MIN_ROWS",
                                      sm90_min_rows(p.block, waves));
   if (per_expert < min_rows) {
@@ -206,7 +207,6 @@ Sm90Config choose_sm90_config(const Sm90Problem& p) {
   // The environment's thresholds (A/B runs) replace these rules by a threshold alone.
   const int split_waves_env = env_threshold("FP4MOE_SM90_SPLIT_WAVES", 0);
   const int width_waves_env = env_threshold("FP4MOE_SM90_WIDTH_WAVES", 0);
-  const int64_t sms = std::max(p.num_sms, 1);
   const int64_t wide_units = p.rows_bound / kSplitWideTile * c.grid_x;
   c.wide_tiles = std::min<int64_t>(p.rows_bound / kSplitWideTile + p.num_experts, p.rows_bound);
   c.narrow_tiles = std::min<int64_t>(p.num_experts, p.rows_bound);
@@ -1401,10 +1401,9 @@ int width_for(const std::atomic<int>& forced, int chosen, int none) {
 // kMaxNarrowWidth; read per GEMM, for A/B runs) replaces its narrow width.
 int narrow_width_for(const Sm90Config& c) {
   const int w = width_for(g_narrow_width, c.narrow_width, 8);
+  if (w == 8 || g_narrow_width.load(std::memory_order_relaxed) > 0) return w;
   const int e = env_int("FP4MOE_SM90_NARROW", 0);
-  return g_narrow_width.load(std::memory_order_relaxed) <= 0 && w < 8 && e >= kMinNarrowWidth && e <= kMaxNarrowWidth
-             ? e
-             : w;
+  return e >= kMinNarrowWidth && e <= kMaxNarrowWidth ? e : w;
 }
 // The split's wide width for config c, or 16 (none).
 int wide_width_for(const Sm90Config& c) { return width_for(g_wide_width, c.wide_width, 16); }
