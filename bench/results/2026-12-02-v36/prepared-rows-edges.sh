@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in v36 (carry [".carry/z60"]: branch sm90-split-files e0fa8e8's CLI, sm_90a; ~330 s).
+# Prepared in v36 (carry [".carry/z60"]: branch sm90-split-files 62fc01d's CLI, sm_90a; ~330 s).
 # The edges of v36's NVFP4 threshold by waves, where it was not measured:
 # - many waves (deepseek-v3 31 / 54, kimi-k2 47 / 81): wgmma won at 16 rows by 2.0-3.4%. Does
 #   it win below? wgmma from 13 rows (FP4MOE_SM90_MIN_ROWS=13, "low") against the default's fast

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in v36 (carry [".carry/z60"]: branch sm90-split-files e0fa8e8's test binary and CLI,
-# sm_90a; ~300 s). The branch is main 190b64b plus two build commits: gemm_sm90.cu in three
+# Prepared in v36 (carry [".carry/z60"]: branch sm90-split-files 62fc01d's test binary and CLI,
+# sm_90a; ~300 s). The branch is main da07751 plus two build commits: gemm_sm90.cu in three
 # files (no kernel changed) and every fatbin compressed. Main's own GPU change not yet run there:
 # CudaGemmSm90.W4A4OnlyGemm1WouldTakeWgmma (fixed after v36's device time). If all of this
 # passes, the branch merges (fast-forward), and main's test is verified with it.
