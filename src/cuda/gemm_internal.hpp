@@ -535,20 +535,20 @@ inline constexpr int kSm90RowTile = 256;           // weight rows per CTA: 2 war
 // deepseek-v3 +1.5%, kimi-k2 +2.8%) and the fast path loses from 18 (qwen3-235b +2.2%,
 // deepseek-v3 +11.7%), so NVFP4 keeps 16 where the GEMM has many waves of units (256 weight
 // rows of one expert each, over the SMs; kSm90MinRowsManyWaves). Below that the fast path runs
-// to 17 rows (kSm90MinRowsFewWaves), below kSm90WidthSplitMinWaves to 21 (kSm90MinRowsFewestWaves):
+// to 17 rows (kSm90MinRowsFewWaves), below kSm90WidthSplitMinWaves to 18 (kSm90MinRowsFewestWaves):
 // since rsws4's fold (notes v36, 10 alternated processes per point, the fast path against the
 // default then, wgmma from 16), qwen3-30b (5.8 / 7.8 waves) T = 256 / 272 / 288 (16 / 17 / 18
 // rows) -6.0 / -7.0 / -2.0% (W4A4 T = 256 -4.1%), qwen3-235b (11.6 / 15.5 waves) T = 256 / 272
 // -1.9 / -1.0% (W4A4 T = 256 -1.1%; v34: T = 288 +2.2%), deepseek-v3 (31 / 54 waves) T = 512
-// +3.4%, kimi-k2 (47 / 81 waves) T = 768 +2.0%; notes v37 (6 alternated processes per point,
-// the fast path to 21 rows against wgmma from 19): qwen3-30b T = 304 / 320 / 336 (19 / 20 / 21
-// rows) -1.8 / -1.2 / -0.5% in every round, but qwen3-235b T = 288 / 304 / 320 (18 / 19 / 20)
-// +1.4 / +4.5 / +5.1%; many waves below 16 rows were mixed (deepseek-v3 T = 448 / 480, 14 / 15
-// rows, +3.9 / -1.6%; kimi-k2 T = 640 / 704 -0.4 / +0.7%). The environment's FP4MOE_SM90_MIN_ROWS /
+// +3.4%, kimi-k2 (47 / 81 waves) T = 768 +2.0%. Past these (notes v37, the fast path to 21
+// rows): qwen3-30b T = 304 / 320 / 336 (19 / 20 / 21 rows) W4A16 -1.5 / -0.7 / -0.3% but W4A4
+// +5.1 / +5.3 / +5.4% (50 alternated processes per point), qwen3-235b T = 288 / 304 / 320 (18 /
+// 19 / 20) +1.4 / +4.5 / +5.1%. Many waves below 16 rows were mixed (wgmma from 13: deepseek-v3
+// T = 448 / 480, 14 / 15 rows, +3.9 / -1.6%; kimi-k2 T = 640 / 704 -0.4 / +0.7%). The environment's FP4MOE_SM90_MIN_ROWS /
 // FP4MOE_SM90_MIN_ROWS_MX replace them, at any waves (A/B).
 inline constexpr int kSm90MinRowsPerExpert = 16;
 inline constexpr int kSm90MinRowsFewWaves = 18;
-inline constexpr int kSm90MinRowsFewestWaves = 22;
+inline constexpr int kSm90MinRowsFewestWaves = 19;
 inline constexpr int kSm90MinRowsManyWaves = 20;
 inline constexpr int kSm90MinRowsPerExpertMx = 22;
 

@@ -3,9 +3,9 @@
 // that neither compiles them all.
 //
 // The grouped GEMMs on Hopper warpgroup MMA (FP4MOE_GEMM=sm90; sm_90a only) for
-// prefill-sized batches: NVFP4 from 16-22 rows per active expert by the GEMM's waves of units
+// prefill-sized batches: NVFP4 from 16-19 rows per active expert by the GEMM's waves of units
 // (sm90_min_rows), MXFP4 from kSm90MinRowsPerExpertMx (22) (kimi-k2 from T = 768, qwen3-30b
-// from T = 352, gpt-oss-120b from T = 704).
+// from T = 304, gpt-oss-120b from T = 704).
 //
 // Why: at many rows per expert the fast path (mma.sync, 32 tokens per CTA) re-reads every
 // weight tile once per 32 tokens and issues one mma.sync per 16x8x16. Here a CTA covers 64 or
