@@ -38,7 +38,6 @@ NarrowWidth narrow_width_of(double mean, double sd) {
   return best;
 }
 
-
 // The split's wide width (Sm90Config::wide_width) for `mean` rows per expert (normal with
 // standard deviation `sd`, as above) whose last tiles of at most 8 * narrow rows run at that
 // width: the one of kWideWidths with the least expected MMA width per expert (rows / 128 wide
