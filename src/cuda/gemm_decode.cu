@@ -33,11 +33,13 @@
 // slots, each's expert from the top-k ids, so its weights stream while the permute runs.
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 
 #include "cuda/common/check.hpp"
 #include "cuda/common/device.hpp"
+#include "cuda/common/env.hpp"
 #include "cuda/common/launch.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
@@ -64,11 +66,28 @@ DecodeConfig choose_decode_config(const DecodeProblem& p) {
   c.grid_y = std::min<int64_t>(c.tiles, 65535);
   // Split K until the warps with work (about one slot per active expert) fill the SMs'
   // resident-warp budget, keeping at least kDecodeMinKbPerSplit k-blocks per slice.
+  // A/B knobs (experiment): FP4MOE_DECODE_WARPS, _MIN_KB, _MAX_SPLITS (<= 16); FP4MOE_DECODE_FIT=c0
+  // picks the split by whole waves of resident CTAs instead: least waves x (c0 + k-blocks per warp).
+  static const int warps_per_sm = env_int("FP4MOE_DECODE_WARPS", kDecodeWarpsPerSm);
+  static const int min_kb = std::max(1, env_int("FP4MOE_DECODE_MIN_KB", kDecodeMinKbPerSplit));
+  static const int max_splits = std::clamp(env_int("FP4MOE_DECODE_MAX_SPLITS", kDecodeMaxSplits), 1, 16);
+  static const int fit_c0 = env_int("FP4MOE_DECODE_FIT", 0);
   const int kb_total = (p.K + kFragK - 1) / kFragK;
   const int64_t units = c.grid_x * std::min<int64_t>(c.tiles, active);
-  const int64_t want = int64_t(std::max(1, p.num_sms)) * kDecodeWarpsPerSm;
-  int splits = int(std::clamp<int64_t>(want / std::max<int64_t>(units, 1), 1, kDecodeMaxSplits));
-  splits = std::min(splits, std::max(1, kb_total / kDecodeMinKbPerSplit));
+  const int64_t want = int64_t(std::max(1, p.num_sms)) * warps_per_sm;
+  int splits = int(std::clamp<int64_t>(want / std::max<int64_t>(units, 1), 1, max_splits));
+  splits = std::min(splits, std::max(1, kb_total / min_kb));
+  if (fit_c0 > 0 && splits >= 2) {
+    int64_t best = INT64_MAX;
+    for (int s = 2; s <= max_splits && s <= kb_total; ++s) {
+      const int kbs = (kb_total + s - 1) / s;
+      if ((kb_total + kbs - 1) / kbs != s) continue;  // s slices of kbs leave one empty: the same as fewer
+      const int64_t resident = int64_t(std::max(1, p.num_sms)) * (kDecodeResidentWarps / s);
+      const int64_t waves = (units + resident - 1) / resident;
+      const int64_t cost = waves * (fit_c0 + kbs);
+      if (cost < best) best = cost, splits = s;
+    }
+  }
   c.kb_per_split = (kb_total + splits - 1) / splits;
   c.splits = (kb_total + c.kb_per_split - 1) / c.kb_per_split;
   if (c.splits < 2) {

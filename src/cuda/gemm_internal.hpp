@@ -494,6 +494,8 @@ inline constexpr int kDecodeMinKbPerSplit = 4;  // shortest K slice (k-blocks) w
 // 24 -> 118 us, 40 -> 111 us, 64 -> 122 us; at 80 registers, 50 beat 40 by 2% on kimi-k2
 // and deepseek-v3 and tied on qwen3-235b, notes v9: gemm_decode.cu kMaxRegs)
 inline constexpr int kDecodeWarpsPerSm = 50;
+// warps of the decode kernel resident per SM: 4 sub-partitions x floor(16384 / (80 x 32)) registers
+inline constexpr int kDecodeResidentWarps = 24;
 
 // A decode shape, described as for split-K.
 using DecodeProblem = SplitKProblem;
