@@ -16,8 +16,8 @@
 //     ahead (NVFP4 activations arrive staged to bf16, gemm_dispatch.cpp);
 //   - the weights are decoded to bf16 in registers exactly as in the fast path
 //     (gemm_sm80_core.cuh weight_a_frag: folded block scale, exact);
-//   - a CTA is `splits` warps on the same 32 rows, each on its own K slice, sized so that the
-//     SMs get ~kDecodeWarpsPerSm warps; the slices' fp32 sums are added through shared memory
+//   - a CTA is `splits` warps on the same 32 rows, each on its own K slice, as many as fit the
+//     CTAs in the fewest whole waves (choose_decode_config); the slices' fp32 sums are added through shared memory
 //     by warp 0 in slice order (fixed by the shape: deterministic), which then runs the fast
 //     path's epilogue (bias, activation, bf16 rounding, NVFP4 requantization).
 //   - the k loop spends its instructions on the decode and the MMAs: the sources are pointers
@@ -48,7 +48,7 @@
 
 namespace fp4moe::cuda {
 
-DecodeConfig choose_decode_config(const DecodeProblem& p) {
+DecodeConfig choose_decode_config(const DecodeProblem& p, int forced_splits) {
   DecodeConfig c;
   if (p.rows_bound <= 0 || p.N <= 0 || p.K <= 0) {
     c.why = "no work";
@@ -64,47 +64,54 @@ DecodeConfig choose_decode_config(const DecodeProblem& p) {
   // sum_e ceil(count_e / tile) <= rows_bound / tile + E, and <= rows_bound (a tile has a row).
   c.tiles = std::min<int64_t>((p.rows_bound + kDecodeTokenTile - 1) / kDecodeTokenTile + p.num_experts, p.rows_bound);
   c.grid_y = std::min<int64_t>(c.tiles, 65535);
-  // Split K until the warps with work (about one slot per active expert) fill the SMs'
-  // resident-warp budget, keeping at least kDecodeMinKbPerSplit k-blocks per slice.
-  // A/B knobs (experiment): FP4MOE_DECODE_WARPS, _MIN_KB, _MAX_SPLITS (<= 16); FP4MOE_DECODE_FIT=c0
-  // picks the split by whole waves of resident CTAs instead: least waves x (c0 + k-blocks per warp).
-  static const int warps_per_sm = env_int("FP4MOE_DECODE_WARPS", kDecodeWarpsPerSm);
-  static const int min_kb = std::max(1, env_int("FP4MOE_DECODE_MIN_KB", kDecodeMinKbPerSplit));
-  static const int max_splits = std::clamp(env_int("FP4MOE_DECODE_MAX_SPLITS", kDecodeMaxSplits), 1, 16);
-  static const int fit_c0 = env_int("FP4MOE_DECODE_FIT", 0);
+  // Whether K splits: where the row units (about one slot per active expert) leave the SMs
+  // short of warps, under half of kDecodeWarpsPerSm each, and K holds two slices of
+  // kDecodeMinKbPerSplit k-blocks. Elsewhere the fast path's tiles run (unsplit, this kernel
+  // measured 2-5% slower).
   const int kb_total = (p.K + kFragK - 1) / kFragK;
   const int64_t units = c.grid_x * std::min<int64_t>(c.tiles, active);
-  const int64_t want = int64_t(std::max(1, p.num_sms)) * warps_per_sm;
-  int splits = int(std::clamp<int64_t>(want / std::max<int64_t>(units, 1), 1, max_splits));
-  splits = std::min(splits, std::max(1, kb_total / min_kb));
-  if (fit_c0 > 0 && splits >= 2) {
-    int64_t best = INT64_MAX;
-    for (int s = 2; s <= max_splits && s <= kb_total; ++s) {
-      const int kbs = (kb_total + s - 1) / s;
-      if ((kb_total + kbs - 1) / kbs != s) continue;  // s slices of kbs leave one empty: the same as fewer
-      const int64_t resident = int64_t(std::max(1, p.num_sms)) * (kDecodeResidentWarps / s);
-      const int64_t waves = (units + resident - 1) / resident;
-      const int64_t cost = waves * (fit_c0 + kbs);
-      if (cost < best) best = cost, splits = s;
-    }
-  }
-  c.kb_per_split = (kb_total + splits - 1) / splits;
-  c.splits = (kb_total + c.kb_per_split - 1) / c.kb_per_split;
-  if (c.splits < 2) {
+  const int64_t sms = std::max(1, p.num_sms);
+  c.kb_per_split = kb_total;
+  if (sms * kDecodeWarpsPerSm / std::max<int64_t>(units, 1) < 2 || kb_total / kDecodeMinKbPerSplit < 2) {
     c.why = "enough row tiles to fill the SMs unsplit: the fast path's tiles";
     return c;
   }
+  // The split: by whole waves of resident CTAs. A CTA of s warps is resident
+  // kDecodeResidentWarps / s per SM; a wave of them takes about kDecodeWaveCost + ceil(kb_total /
+  // s) k-blocks of one warp's stream (a warp's own stream rate bounds the kernel, not the SMs'
+  // warp count: notes v7 §3). Least waves x that; the fewest slices on a tie. Slice counts that
+  // leave a slice empty are the same split as a smaller count, and skipped.
+  // FP4MOE_DECODE_WAVE_COST (A/B): another wave cost; 0 the v37 rule (slices until 50 warps per
+  // SM, at most 8, none under 4 k-blocks).
+  static const int wave_cost = env_int("FP4MOE_DECODE_WAVE_COST", kDecodeWaveCost);
+  int splits = 2;
+  if (wave_cost <= 0) {
+    splits = int(std::clamp<int64_t>(sms * kDecodeWarpsPerSm / std::max<int64_t>(units, 1), 1, 8));
+    splits = std::max(2, std::min(splits, kb_total / kDecodeMinKbPerSplit));
+  } else {
+    int64_t best = INT64_MAX;
+    for (int s = 2; s <= std::min(kDecodeMaxSplits, kb_total); ++s) {
+      const int kbs = (kb_total + s - 1) / s;
+      if ((kb_total + kbs - 1) / kbs != s) continue;
+      const int64_t resident = sms * (kDecodeResidentWarps / s);
+      const int64_t cost = (units + resident - 1) / resident * (wave_cost + kbs);
+      if (cost < best) best = cost, splits = s;
+    }
+  }
+  if (forced_splits > 0) splits = std::clamp(forced_splits, 2, std::min(kDecodeMaxSplits, kb_total));
+  c.kb_per_split = (kb_total + splits - 1) / splits;
+  c.splits = (kb_total + c.kb_per_split - 1) / c.kb_per_split;
   c.use = true;
   c.why = "decode: " + std::to_string(per_expert) + " rows per active expert, " + std::to_string(units) +
           " warps' worth of rows, K in " + std::to_string(c.splits) + " slices of " + std::to_string(c.kb_per_split) +
-          " k-blocks";
+          " k-blocks" + (forced_splits > 0 ? " (slices forced: FP4MOE_DECODE_SPLITS or set_decode_splits)" : "");
   return c;
 }
 
 namespace {
 
 // Two k-blocks of weights in flight per warp. Measured on the H200 (kimi-k2 T = 1): 2 at 96
-// registers 118 us, 4 at 128 registers (fewer warps) 123 us. 80 registers (25 warps per SM)
+// registers 118 us, 4 at 128 registers (fewer warps) 123 us. 80 registers (24 warps per SM)
 // with kDecodeWarpsPerSm 50 against 96 (20) with 40, W4A16 T = 1 (notes v9, v10): kimi-k2
 // 82.2 -> 81.2 us, deepseek-v3 79.3 -> 78.4, qwen3-235b 48.0 -> 45.9, gpt-oss-120b 44.4 ->
 // 36.2, qwen3-30b 27.6 -> 24.3; qwen3-235b W4A4 55.6 -> 53.9. 72 registers (28 warps; targets
@@ -112,6 +119,7 @@ namespace {
 // At 80, only the NVFP4 GEMM 1 kernel spills (16 bytes, its h requantization's values, stored
 // before the k loop and loaded in the epilogue).
 constexpr int kMaxRegs = 80;
+static_assert(kDecodeResidentWarps == 4 * (16384 / (kMaxRegs * 32)), "the split's residency (gemm_internal.hpp)");
 
 struct Params {
   WeightMatrix w;
@@ -389,7 +397,7 @@ void log_choice(const char* which, const DecodeProblem& pb, const DecodeConfig& 
 
 DecodeConfig plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows) {
   const DecodeProblem pb{rows.rows_bound, w.num_experts, w.N, w.K, multiprocessor_count(cw.device)};
-  const DecodeConfig c = choose_decode_config(pb);
+  const DecodeConfig c = choose_decode_config(pb, decode_splits());
   log_choice(which, pb, c);
   return c;
 }
@@ -409,6 +417,16 @@ Params base_params(const DecodeConfig& c, const WeightMatrix& w, const ExpertRow
 }  // namespace
 
 int64_t decode_launches() { return g_launches.load(std::memory_order_relaxed); }
+
+namespace {
+std::atomic<int> g_splits{-1};  // decode_splits: -1 not read yet; 0 the rule
+}  // namespace
+
+int decode_splits() {
+  return choice_once(g_splits, [] { return std::max(0, env_int("FP4MOE_DECODE_SPLITS", 0)); });
+}
+
+void set_decode_splits(int splits) { g_splits.store(std::max(0, splits), std::memory_order_relaxed); }
 
 bool decode_pdl(int device) {
   if (env_switch("FP4MOE_DECODE_PDL", '0')) return false;

@@ -488,14 +488,21 @@ size_t stream_scratch_bytes(int64_t num_experts);
 // the fast path's tiles).
 // ---------------------------------------------------------------------------
 inline constexpr int kDecodeTokenTile = 8;      // tokens per CTA; more rows per active expert: the tiled paths
-inline constexpr int kDecodeMaxSplits = 8;      // warps per CTA
-inline constexpr int kDecodeMinKbPerSplit = 4;  // shortest K slice (k-blocks) worth its pipeline fill
-// aim: this many warps with work per SM (measured on the H200, kimi-k2 T = 1, 96 registers:
-// 24 -> 118 us, 40 -> 111 us, 64 -> 122 us; at 80 registers, 50 beat 40 by 2% on kimi-k2
-// and deepseek-v3 and tied on qwen3-235b, notes v9: gemm_decode.cu kMaxRegs)
+inline constexpr int kDecodeMaxSplits = 16;     // warps per CTA
+// K splits (rather than the fast path's tiles running) where the row units leave the SMs under
+// half of kDecodeWarpsPerSm warps each and K holds two slices of kDecodeMinKbPerSplit k-blocks
+// (measured on the H200, kimi-k2 T = 1, 96 registers: 24 -> 118 us, 40 -> 111 us, 64 -> 122 us;
+// at 80 registers, 50 beat 40 by 2% on kimi-k2 and deepseek-v3, notes v9).
+inline constexpr int kDecodeMinKbPerSplit = 4;
 inline constexpr int kDecodeWarpsPerSm = 50;
-// warps of the decode kernel resident per SM: 4 sub-partitions x floor(16384 / (80 x 32)) registers
+// The split itself goes by whole waves of resident CTAs (choose_decode_config): the decode
+// kernel's warps resident per SM (4 sub-partitions x floor(16384 / (80 x 32)) registers), and
+// a wave's cost beyond its k-blocks, in k-blocks of one warp's stream. Measured on the H200
+// against the warps-per-SM rule (notes v38, W4A16 T = 1): qwen3-235b -9.5% (GEMM 1 and 2 in two
+// waves -> one), gpt-oss-120b -5.6%, qwen3-30b -3.1% (GEMM 2 in half a wave -> one), kimi-k2
+// -0.8%; costs 2 to 16 choose the same splits there.
 inline constexpr int kDecodeResidentWarps = 24;
+inline constexpr int kDecodeWaveCost = 16;
 
 // A decode shape, described as for split-K.
 using DecodeProblem = SplitKProblem;
@@ -508,7 +515,14 @@ struct DecodeConfig {
   int kb_per_split = 0;     // k-blocks per slice (the last may have fewer, never 0)
   std::string why;
 };
-DecodeConfig choose_decode_config(const DecodeProblem& p);
+// forced_splits > 0 replaces the rule's slice count (at most kDecodeMaxSplits and the k-blocks;
+// fewer where that many would leave a slice empty) where the rule splits.
+DecodeConfig choose_decode_config(const DecodeProblem& p, int forced_splits = 0);
+// The forced slice count of the decode launches (0: the rule): the environment's
+// FP4MOE_DECODE_SPLITS, read at the first call; set_decode_splits overrides it for the whole
+// process (tests run every count).
+int decode_splits();
+void set_decode_splits(int splits);
 // How many times the decode kernels were launched in this process (tests: proves they ran).
 int64_t decode_launches();
 

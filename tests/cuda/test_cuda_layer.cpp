@@ -494,6 +494,39 @@ TEST(CudaLayer, NarrowOutputsAreOneRoundingOfTheFp32Output) {
   }
 }
 
+// The decode chain at T = 1, whose GEMM 1 finds its experts from the top-k ids, at every slice
+// count its K allow (cuda::set_decode_splits 2..16; H = 1024 and I = 512: 16 and 8 k-blocks),
+// against the reference: NVFP4 W4A16 and W4A4, MXFP4 with swiglu_oai and biases.
+TEST(CudaLayer, OneTokenAtEverySliceCount) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  struct Restore {
+    int before = cuda::decode_splits();
+    ~Restore() { cuda::set_decode_splits(before); }
+  } restore;
+  const MoECase cases[] = {
+      {.name = "t1_slices", .H = 1024, .I = 512, .E = 16, .k = 4, .T = 1, .seed = 48},
+      {.name = "t1_slices_w4a4", .H = 1024, .I = 512, .E = 16, .k = 8, .T = 1, .aq = ActQuant::nvfp4, .seed = 49},
+      {.name = "t1_slices_mxfp4", .H = 1024, .I = 512, .E = 16, .k = 4, .T = 1, .wf = WeightFormat::mxfp4,
+       .act = Activation::swiglu_oai, .bias = true, .seed = 50}};
+  Stream stream;
+  for (const MoECase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const MoEProblem p = make_problem(c);
+    const std::vector<float> ref = reference_tokens(p, 1);
+    const Layer layer = prepare_cuda(p);
+    for (int s = 2; s <= cuda::kDecodeMaxSplits; ++s) {
+      SCOPED_TRACE("slices " + std::to_string(s));
+      cuda::set_decode_splits(s);
+      StandardRun run(p, layer, p.topk_ids, stream.get());
+      const int64_t before = cuda::decode_launches();
+      const std::vector<float> got = run.run();
+      EXPECT_EQ(cuda::decode_launches() - before, 2) << "the decode kernels run both GEMMs";
+      EXPECT_EQ(compare(got, ref, tolerance(c), c.H), "");
+      EXPECT_EQ(run.guards(), "");
+    }
+  }
+}
+
 // T == 0 and M == 0: no work, no workspace, nothing launched.
 TEST(CudaLayer, EmptyBatchesNeedNoWorkspace) {
   FP4MOE_SKIP_WITHOUT_GPU();

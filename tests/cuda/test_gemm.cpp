@@ -723,6 +723,45 @@ INSTANTIATE_TEST_SUITE_P(CudaGemmSm80Tiles, CudaGemmSm80Tile,
                                   std::to_string(std::get<1>(info.param));
                          });
 
+// The decode kernels at every slice count (set_decode_splits, 2 to kDecodeMaxSplits warps per
+// CTA) against the host. For s slices each GEMM's K is m s k-blocks (m slices' worth each, at
+// least 8 k-blocks in all, so that the rule splits), its last k-block partial: GEMM 1's K = H
+// of m s - 1/4 (MXFP4: - 1/2) and GEMM 2's K = I of (m + 1) s - 1/2 k-blocks.
+using DecodeSplitsScope = ChoiceScope<int, decode_splits, set_decode_splits>;
+
+std::vector<Spec> split_specs(int s) {
+  const int64_t m = (8 + s - 1) / s, I = 64 * (m + 1) * s - 32;
+  return {{"splits_nvfp4", 64 * m * s - 16, I, 4, WeightFormat::nvfp4, false, Activation::silu, false, {1, 8, 0, 3},
+           false, uint64_t(50 + s), true},
+          {"splits_mxfp4_swiglu_bias_batched", 64 * m * s - 32, I, 3, WeightFormat::mxfp4, false,
+           Activation::swiglu_oai, true, {2, 0, 7}, true, uint64_t(70 + s), true},
+          {"splits_w4a4", 64 * m * s - 16, I, 3, WeightFormat::nvfp4, true, Activation::silu, false, {5, 1, 8}, false,
+           uint64_t(90 + s), true}};
+}
+
+class CudaGemmDecodeSplits : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(CudaGemmDecodeSplits, MatchesHost) {
+  SKIP_WITHOUT_GPU();
+  const auto [i, s] = GetParam();
+  const Spec spec = split_specs(s)[size_t(i)];
+  const DecodeSplitsScope scope(s);
+  int64_t rows_bound = 5;  // as check_problem's problem: the counts' sum + 5
+  for (int32_t c : spec.counts) rows_bound += c;
+  for (const auto [N, K] : {std::pair{2 * spec.I, spec.H}, std::pair{spec.H, spec.I}}) {
+    const DecodeConfig c = choose_decode_config({rows_bound, spec.E, int(N), int(K), device_sms()}, decode_splits());
+    ASSERT_TRUE(c.use && c.splits == s) << "N " << N << " K " << K << ": " << c.why;
+  }
+  check_problem(spec, GemmPath::decode);
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaGemmDecodeSplitCounts, CudaGemmDecodeSplits,
+                         ::testing::Combine(::testing::Range(0, 3), ::testing::Range(2, kDecodeMaxSplits + 1)),
+                         [](const auto& info) {
+                           return split_specs(std::get<1>(info.param))[size_t(std::get<0>(info.param))].name + "_" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
 // Runs the wgmma path on a kernel (set_sm90_kernel) for its lifetime, then restores the choice.
 using Sm90KernelScope = ChoiceScope<Sm90Kernel, sm90_kernel, set_sm90_kernel>;
 
@@ -1112,9 +1151,12 @@ TEST(CudaGemmConfig, SplitKDecodeKeepsEnoughBytesInFlight) {
 
 // stream config: decode shapes (<= 16 rows per active expert) stream, with enough units for
 // every active expert's rows; the grid never exceeds what stays resident.
-// The decode path's config: taken exactly at <= 8 rows per active expert where K splits; the
-// row pairs cover N, the K slices cover the k-blocks with none empty and none shorter than
-// kDecodeMinKbPerSplit, the slot bound covers every tile of any split of the rows.
+// The decode path's config: taken exactly at <= 8 rows per active expert where the row units
+// leave the SMs short of warps and K holds two slices of kDecodeMinKbPerSplit; the row pairs
+// cover N, the K slices cover the k-blocks with none empty, no other slice count takes as few
+// whole waves of resident CTAs with slices as short (one of them fewer or shorter), and a forced
+// count is taken exactly where it leaves no slice empty; the slot bound covers every tile of any
+// split of the rows.
 TEST(CudaGemmConfig, DecodeCoversDecodeShapes) {
   std::mt19937_64 rng(13);
   int seen = 0, declined_unsplit = 0;
@@ -1144,7 +1186,28 @@ TEST(CudaGemmConfig, DecodeCoversDecodeShapes) {
     ++seen;
     ASSERT_GE(c.splits, 2);
     ASSERT_LE(c.splits, kDecodeMaxSplits);
-    ASSERT_GE(c.kb_per_split, kDecodeMinKbPerSplit);
+    const int64_t units = c.grid_x * std::min<int64_t>(c.tiles, active);
+    ASSERT_TRUE(int64_t(pb.num_sms) * kDecodeWarpsPerSm / units >= 2 && kb_total >= 2 * kDecodeMinKbPerSplit)
+        << c.why;
+    auto waves = [&](int s) {
+      const int64_t resident = int64_t(pb.num_sms) * (kDecodeResidentWarps / s);
+      return (units + resident - 1) / resident;
+    };
+    // no other slice count is better on both counts: as few waves or fewer, slices as short or
+    // shorter, one of them strictly
+    for (int s = 2; s <= std::min(kDecodeMaxSplits, kb_total); ++s) {
+      const int kbs = (kb_total + s - 1) / s;
+      ASSERT_FALSE(waves(s) <= waves(c.splits) && kbs <= c.kb_per_split &&
+                   (waves(s) < waves(c.splits) || kbs < c.kb_per_split))
+          << c.why << "; " << s << " slices of " << kbs << " k-blocks in " << waves(s) << " waves";
+    }
+    const int forced = 2 + int(rng() % (kDecodeMaxSplits - 1));
+    const DecodeConfig f = choose_decode_config(pb, forced);
+    ASSERT_TRUE(f.use);
+    ASSERT_TRUE(f.splits * f.kb_per_split >= kb_total && (f.splits - 1) * f.kb_per_split < kb_total);
+    const int s_forced = std::min(forced, kb_total), kbs = (kb_total + s_forced - 1) / s_forced;
+    ASSERT_EQ(f.splits, (kb_total + kbs - 1) / kbs) << "forced " << forced << ", " << kb_total << " k-blocks";
+    if (kb_total % s_forced == 0) ASSERT_EQ(f.splits, s_forced);
     ASSERT_EQ(c.grid_x, (pb.N / 16 + 1) / 2);
     ASSERT_EQ(c.grid_y, std::min<int64_t>(c.tiles, 65535));
     ASSERT_LE(tiles_of_a_random_split(rng, pb.num_experts, pb.rows_bound, kDecodeTokenTile), c.tiles)
@@ -1154,8 +1217,15 @@ TEST(CudaGemmConfig, DecodeCoversDecodeShapes) {
   EXPECT_GT(declined_unsplit, 100);
   // kimi-k2 on an H200: T = 1 splits both GEMMs (128 and 224 row pairs x 8 experts); T = 8
   // (59 experts touched) fills the SMs unsplit; T = 2048 (43 rows per expert) is declined.
-  EXPECT_TRUE(choose_decode_config({8, 384, 4096, 7168, 132}).use);
-  EXPECT_TRUE(choose_decode_config({8, 384, 7168, 2048, 132}).use);
+  // GEMM 1's 1,024 units run in one wave of 3 slices (24 resident warps per SM), GEMM 2's 1,792
+  // need two at any count and take 3 slices of 11 k-blocks. qwen3-235b T = 1: 768 and 1,024 units
+  // in one wave of 4 and 3 slices; qwen3-30b's GEMM 2 (512 units, 12 k-blocks): 6 slices.
+  auto splits = [](DecodeProblem pb) { return choose_decode_config(pb).splits; };
+  EXPECT_EQ(splits({8, 384, 4096, 7168, 132}), 3);
+  EXPECT_EQ(splits({8, 384, 7168, 2048, 132}), 3);
+  EXPECT_EQ(splits({8, 128, 3072, 4096, 132}), 4);
+  EXPECT_EQ(splits({8, 128, 4096, 1536, 132}), 3);
+  EXPECT_EQ(splits({8, 128, 2048, 768, 132}), 6);
   EXPECT_FALSE(choose_decode_config({64, 384, 4096, 7168, 132}).use);
   EXPECT_FALSE(choose_decode_config({16384, 384, 4096, 7168, 132}).use);
 }
