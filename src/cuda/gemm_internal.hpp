@@ -498,11 +498,13 @@ inline constexpr int kDecodeWarpsPerSm = 50;
 // The split itself goes by whole waves of resident CTAs (choose_decode_config): the decode
 // kernel's warps resident per SM (4 sub-partitions x floor(16384 / (80 x 32)) registers), and
 // a wave's cost beyond its k-blocks, in k-blocks of one warp's stream. Measured on the H200
-// against the warps-per-SM rule (notes v38, W4A16 T = 1): qwen3-235b -9.5% (GEMM 1 and 2 in two
-// waves -> one), gpt-oss-120b -5.6%, qwen3-30b -3.1% (GEMM 2 in half a wave -> one), kimi-k2
-// -0.8%; costs 2 to 16 choose the same splits there.
+// against the warps-per-SM rule before it (notes v38, W4A16, medians of 7 alternated
+// processes): T = 1 qwen3-235b -10% (GEMM 1 and 2 in two waves -> one), gpt-oss-120b -6.5%,
+// qwen3-30b -3% (GEMM 2 in half a wave -> one), kimi-k2 -0.8%; T = 2 -2 / -9 / -11%, qwen3-30b
+// T = 3 -18%. A cost of 16 instead of 4 takes fewer slices in fewer, longer waves at T = 3 / 6
+// (qwen3-235b, gpt-oss-120b, qwen3-30b) and was 1-3% slower at each of those four points.
 inline constexpr int kDecodeResidentWarps = 24;
-inline constexpr int kDecodeWaveCost = 16;
+inline constexpr int kDecodeWaveCost = 4;
 
 // A decode shape, described as for split-K.
 using DecodeProblem = SplitKProblem;
