@@ -17,9 +17,9 @@
 //   - the weights are decoded to bf16 in registers exactly as in the fast path
 //     (gemm_sm80_core.cuh weight_a_frag: folded block scale, exact);
 //   - a CTA is `splits` warps on the same 32 rows, each on its own K slice, as many as fit the
-//     CTAs in the fewest whole waves (choose_decode_config); the slices' fp32 sums are added through shared memory
-//     by warp 0 in slice order (fixed by the shape: deterministic), which then runs the fast
-//     path's epilogue (bias, activation, bf16 rounding, NVFP4 requantization).
+//     CTAs in the fewest whole waves (choose_decode_config); the slices' fp32 sums are added
+//     through shared memory by warp 0 in slice order (fixed by the shape: deterministic), which
+//     then runs the fast path's epilogue (bias, activation, bf16 rounding, NVFP4 requantization).
 //   - the k loop spends its instructions on the decode and the MMAs: the sources are pointers
 //     moved on by constants, full k-blocks run two per iteration with no branch or test per
 //     load, and the one K ends in runs after them (SASS per two k-blocks, NVFP4 GEMM 1: 439 ->
