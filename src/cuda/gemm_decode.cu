@@ -71,8 +71,9 @@ DecodeConfig choose_decode_config(const DecodeProblem& p, int forced_splits) {
   const int kb_total = (p.K + kFragK - 1) / kFragK;
   const int64_t units = c.grid_x * std::min<int64_t>(c.tiles, active);
   const int64_t sms = std::max(1, p.num_sms);
+  const int64_t warps_wanted_per_unit = sms * kDecodeWarpsPerSm / std::max<int64_t>(units, 1);
   c.kb_per_split = kb_total;
-  if (sms * kDecodeWarpsPerSm / std::max<int64_t>(units, 1) < 2 || kb_total / kDecodeMinKbPerSplit < 2) {
+  if (warps_wanted_per_unit < 2 || kb_total / kDecodeMinKbPerSplit < 2) {
     c.why = "enough row tiles to fill the SMs unsplit: the fast path's tiles";
     return c;
   }
@@ -86,7 +87,7 @@ DecodeConfig choose_decode_config(const DecodeProblem& p, int forced_splits) {
   static const int wave_cost = env_int("FP4MOE_DECODE_WAVE_COST", kDecodeWaveCost);
   int splits = 2;
   if (wave_cost <= 0) {
-    splits = int(std::clamp<int64_t>(sms * kDecodeWarpsPerSm / std::max<int64_t>(units, 1), 1, 8));
+    splits = int(std::clamp<int64_t>(warps_wanted_per_unit, 1, 8));
     splits = std::max(2, std::min(splits, kb_total / kDecodeMinKbPerSplit));
   } else {
     int64_t best = INT64_MAX;

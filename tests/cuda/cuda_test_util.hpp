@@ -1,6 +1,7 @@
 // Helpers of the CUDA test suites: GPU presence (tests skip without one), and a device
 // buffer with guard bytes on both sides so that every test can prove nothing was
-// written outside the buffers it handed in.
+// written outside the buffers it handed in; a scope that forces a process-wide choice (a
+// kernel, tile or slice count) and restores it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -37,6 +38,18 @@ inline void cuda_ok(cudaError_t err, const char* what) {
                              cudaGetErrorString(err));
 }
 #define TEST_CUDA(call) ::fp4moe::testing::cuda_ok((call), #call)
+
+// Sets a process-wide choice (Set) for its lifetime, then restores the one Get read before.
+template <class T, T (*Get)(), void (*Set)(T)>
+class ChoiceScope {
+ public:
+  explicit ChoiceScope(T value) : before_(Get()) { Set(value); }
+  ~ChoiceScope() { Set(before_); }
+  ChoiceScope(const ChoiceScope&) = delete;
+
+ private:
+  T before_;
+};
 
 inline int current_device() {
   int d = 0;

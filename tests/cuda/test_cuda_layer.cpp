@@ -499,10 +499,6 @@ TEST(CudaLayer, NarrowOutputsAreOneRoundingOfTheFp32Output) {
 // against the reference: NVFP4 W4A16 and W4A4, MXFP4 with swiglu_oai and biases.
 TEST(CudaLayer, OneTokenAtEverySliceCount) {
   FP4MOE_SKIP_WITHOUT_GPU();
-  struct Restore {
-    int before = cuda::decode_splits();
-    ~Restore() { cuda::set_decode_splits(before); }
-  } restore;
   const MoECase cases[] = {
       {.name = "t1_slices", .H = 1024, .I = 512, .E = 16, .k = 4, .T = 1, .seed = 48},
       {.name = "t1_slices_w4a4", .H = 1024, .I = 512, .E = 16, .k = 8, .T = 1, .aq = ActQuant::nvfp4, .seed = 49},
@@ -516,7 +512,7 @@ TEST(CudaLayer, OneTokenAtEverySliceCount) {
     const Layer layer = prepare_cuda(p);
     for (int s = 2; s <= cuda::kDecodeMaxSplits; ++s) {
       SCOPED_TRACE("slices " + std::to_string(s));
-      cuda::set_decode_splits(s);
+      const ChoiceScope<int, cuda::decode_splits, cuda::set_decode_splits> forced(s);
       StandardRun run(p, layer, p.topk_ids, stream.get());
       const int64_t before = cuda::decode_launches();
       const std::vector<float> got = run.run();

@@ -682,17 +682,7 @@ INSTANTIATE_TEST_SUITE_P(CudaGemmCases, CudaGemm,
                                   path_name(std::get<1>(info.param));
                          });
 
-// Sets a process-wide choice (Set) for its lifetime, then restores the one Get read before.
-template <class T, T (*Get)(), void (*Set)(T)>
-class ChoiceScope {
- public:
-  explicit ChoiceScope(T value) : before_(Get()) { Set(value); }
-  ~ChoiceScope() { Set(before_); }
-  ChoiceScope(const ChoiceScope&) = delete;
-
- private:
-  T before_;
-};
+using fp4moe::testing::ChoiceScope;
 
 // Each mma.sync token tile forced (set_sm80_token_tile) on the fast path, with counts on both
 // sides of every n8 column and tile edge (columns without rows skip their MMAs; 25 and 33 and
