@@ -4,6 +4,7 @@
 // so it can be captured in a CUDA graph; results are bit-identical run to run.
 //
 // standard:  permute (1 kernel, or memset status + 3 kernels) | rows prep (0-1) | A prep (0-1) | gemm1 | gemm2 | combine
+//            (FP4MOE_DECODE_LAYER=n: up to n tokens as one kernel on an H100 / H200, decode_layer.hpp)
 //            (a one-kernel permute with an A prep kernel: A prep, then the permute as its dependent)
 // batched:   memset status | clamp counts | rows prep (0-1) | A prep (0-1) | gemm1 | gemm2 | writeback
 // (rows prep: the stream GEMM path's active-expert list, gemm_prepare_rows)
@@ -17,6 +18,7 @@
 #include "backend.hpp"
 #include "cuda/common/check.hpp"
 #include "cuda/common/device.hpp"
+#include "cuda/decode_layer.hpp"
 #include "cuda/gemm.hpp"
 #include "cuda/pipeline.hpp"
 
@@ -54,7 +56,9 @@ class DeviceArray {
 // ---------------------------------------------------------------------------
 // Workspace layout. One function computes it for the size queries and for forward.
 // Sections in this order, each starting on a 256-byte boundary (byte offsets):
-//   status     uint32                      device error bits (pipeline.hpp kStatus*)
+//   status     uint32                      device error bits (pipeline.hpp kStatus*); at byte
+//                                          kLayerBarrierOffset of its 256, the one-kernel
+//                                          layer's grid barrier counter (decode_layer.hpp)
 //   begin      int32 (E_local)             first row of each expert in the row space
 //   count      int32 (E_local)             rows of each expert
 //   scratch    int32 (permute_scratch)     per-chunk expert offsets  (standard only)
@@ -75,6 +79,8 @@ class DeviceArray {
 // standard: A_rows = T, rows = T*k; batched: A_rows = rows = E_local*M (row e*M + r).
 // No work (T == 0 or M == 0) needs no workspace: size 0.
 // ---------------------------------------------------------------------------
+constexpr size_t kLayerBarrierOffset = 128;
+
 struct Layout {
   size_t status = 0, begin = 0, count = 0, scratch = 0, row_token = 0, slot_row = 0;
   size_t a_bf16 = 0, a_fp4 = 0, a_scale = 0, h_bf16 = 0, h_fp4 = 0, h_scale = 0, y = 0;
@@ -162,7 +168,8 @@ class CudaBackend final : public Backend {
     auto stream = static_cast<cudaStream_t>(args.stream);
     DeviceGuard guard(device_id);
 
-    uint32_t* status = at<uint32_t>(ws, l.status);  // zeroed by permute
+    uint32_t* status = at<uint32_t>(ws, l.status);  // zeroed by permute (or the one-kernel layer)
+    if (forward_one_kernel(args, l, status, stream)) return;
 
     cuda::ActRows src;
     src.x = X.data;
@@ -300,6 +307,36 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // The whole layer as one kernel at the fewest tokens (decode_layer.hpp), where it runs: true
+  // when it was launched.
+  bool forward_one_kernel(const ForwardArgs& args, const Layout& l, uint32_t* status, cudaStream_t stream) const {
+    const int64_t T = args.hidden_states.shape[0], k = args.topk_ids.shape[1];
+    if (T > cuda::decode_layer_tokens()) return false;
+    cuda::DecodeLayerArgs a;
+    a.x = args.hidden_states.data;
+    a.x_dtype = args.hidden_states.dtype;
+    a.x_stride = args.hidden_states.stride[0];
+    a.T = T;
+    a.topk_ids = static_cast<const int32_t*>(args.topk_ids.data);
+    a.topk_weights = static_cast<const float*>(args.topk_weights.data);
+    a.k = k;
+    a.expert_map = map_->as<int32_t>();
+    a.E = desc.num_experts;
+    a.weight_on_input = args.apply_router_weight_on_input;
+    a.w4a4 = desc.act_quant == ActQuant::nvfp4 && a_values_;
+    a.a13_dq = a13_dq_;
+    a.a2_dq = a2_dq_;
+    a.status = status;
+    a.barrier = reinterpret_cast<unsigned*>(reinterpret_cast<char*>(status) + kLayerBarrierOffset);
+    a.h = at<uint16_t>(args.workspace, l.h_bf16);
+    a.y = at<float>(args.workspace, l.y);
+    a.out = args.out.data;
+    a.out_dtype = args.out.dtype;
+    a.out_stride = args.out.stride[0];
+    a.accumulate = args.accumulate;
+    return cuda::decode_layer(*dw_, a, stream);
+  }
+
   // Whether x can be GEMM 1's bf16 input as it is: bf16, unweighted, rows contiguous.
   static bool x_as_is(const cuda::ActRows& src) {
     return src.dtype == DType::bf16 && !src.row_weight && src.row_stride == src.K;

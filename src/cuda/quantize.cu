@@ -8,6 +8,7 @@
 // quiet or signalling, do not raise it.
 #include <cstdint>
 
+#include "cuda/act_rows.cuh"
 #include "cuda/common/check.hpp"
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
@@ -17,18 +18,12 @@
 namespace fp4moe::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+using act::SrcRows;
+using act::load_row;
+using act::quantize_block;
+using act::row_live;
 
-struct SrcRows {
-  const void* x;
-  int dtype;             // 0 f32, 1 bf16, 2 f16
-  int64_t rows, K, row_stride;
-  const float* row_weight;
-  int64_t weight_stride;
-  const int32_t* group_count;
-  int64_t M;
-  bool to_bf16;          // round each value to bf16 first (the layer's input rule)
-};
+constexpr int kThreads = 256;
 
 int dtype_code(DType t) {
   switch (t) {
@@ -37,37 +32,6 @@ int dtype_code(DType t) {
     case DType::f16: return 2;
     default:
       detail::fail_arg(std::string("activations: dtype: got ") + dtype_name(t) + ", need f32|bf16|f16");
-  }
-}
-
-// Row r is skipped in the batched format when r % M is at or past its group's count.
-__device__ __forceinline__ bool row_live(const SrcRows& s, int64_t r) {
-  if (!s.group_count) return true;
-  return r % s.M < int64_t(s.group_count[r / s.M]);
-}
-
-// N consecutive elements of row r starting at column c, as fp32, after the layer's
-// bf16 rounding and router-weight multiply when asked for.
-template <int N>
-__device__ __forceinline__ void load_row(const SrcRows& s, int64_t r, int64_t c, float (&v)[N]) {
-  const int64_t off = r * s.row_stride + c;
-  if (s.dtype == 0) {
-    const float* p = static_cast<const float*>(s.x) + off;
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = p[i];
-  } else {
-    const uint16_t* p = static_cast<const uint16_t*>(s.x) + off;
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = s.dtype == 1 ? bf16_to_f32(p[i]) : f16_to_f32(p[i]);
-  }
-  if (s.to_bf16) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = round_bf16(v[i]);
-  }
-  if (s.row_weight) {
-    const float w = s.row_weight[r * s.weight_stride];
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = round_bf16(v[i] * w);
   }
 }
 
@@ -80,27 +44,6 @@ __device__ __forceinline__ bool thread_block(const SrcRows& s, int64_t& r, int64
   r = i / nb;
   b = i % nb;
   return row_live(s, r);
-}
-
-// Block b (16 values) of row r quantized with q_scale gs: returns its scale code; lo, hi are
-// its 8 data bytes (two e2m1 per byte, low nibble first; bytes 0-3 in lo, 4-7 in hi).
-__device__ __forceinline__ uint8_t quantize_block(const SrcRows& s, int64_t r, int64_t b, float gs, uint32_t& lo,
-                                                  uint32_t& hi) {
-  float v[kNvfp4Block];
-  load_row<kNvfp4Block>(s, r, b * kNvfp4Block, v);
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kNvfp4Block; ++j) amax = amax_update(amax, v[j]);
-  const uint8_t sc = nvfp4_scale_code(amax, gs);
-  const float inv = nvfp4_inv_scale(sc, gs);
-  lo = hi = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    lo |= uint32_t(pack_e2m1(e2m1_from_f32(v[2 * j] * inv), e2m1_from_f32(v[2 * j + 1] * inv))) << (8 * j);
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    hi |= uint32_t(pack_e2m1(e2m1_from_f32(v[8 + 2 * j] * inv), e2m1_from_f32(v[9 + 2 * j] * inv))) << (8 * j);
-  return sc;
 }
 
 // data (rows, K/2), scale (rows, K/16): one thread per block of 16.

@@ -18,6 +18,7 @@
 
 #include "backend.hpp"
 #include "cuda/cuda_test_util.hpp"
+#include "cuda/decode_layer.hpp"
 #include "cuda/gemm_internal.hpp"
 #include "format/quant.hpp"
 #include "fp4moe/format.h"
@@ -499,6 +500,8 @@ TEST(CudaLayer, NarrowOutputsAreOneRoundingOfTheFp32Output) {
 // against the reference: NVFP4 W4A16 and W4A4, MXFP4 with swiglu_oai and biases.
 TEST(CudaLayer, OneTokenAtEverySliceCount) {
   FP4MOE_SKIP_WITHOUT_GPU();
+  // the chain, not the one-kernel layer that runs T = 1 by default on an H100 / H200
+  const ChoiceScope<int, cuda::decode_layer_tokens, cuda::set_decode_layer_tokens> chain(0);
   const MoECase cases[] = {
       {.name = "t1_slices", .H = 1024, .I = 512, .E = 16, .k = 4, .T = 1, .seed = 48},
       {.name = "t1_slices_w4a4", .H = 1024, .I = 512, .E = 16, .k = 8, .T = 1, .aq = ActQuant::nvfp4, .seed = 49},
@@ -521,6 +524,98 @@ TEST(CudaLayer, OneTokenAtEverySliceCount) {
       EXPECT_EQ(run.guards(), "");
     }
   }
+}
+
+// The one-kernel layer (cuda/decode_layer.hpp), allowed up to kLayerMaxTokens tokens here, on
+// every conformance case it takes (T <= 8: the three weight formats with their activations,
+// W4A4, expert maps, -1 ids, an expert named twice, the router weight on the input, accumulate)
+// and on shapes of its own: H / 16 odd with K past the last whole k-block, and an expert with
+// more slots than one group holds. Each: exactly one launch, the reference's values, nothing
+// written outside out and the workspace, the same bits run to run, and ids outside [-1, E)
+// reported and taken as -1. Skips where the device cannot run it (not sm_90).
+TEST(CudaLayer, OneKernelLayerMatchesReference) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  if (const std::string why = cuda::decode_layer_why_no_device(current_device()); !why.empty()) GTEST_SKIP() << why;
+  const ChoiceScope<int, cuda::decode_layer_tokens, cuda::set_decode_layer_tokens> upto(cuda::kLayerMaxTokens);
+  std::vector<MoECase> cases;
+  cases.push_back({.name = "one_kernel_small_T1", .H = 256, .I = 128, .E = 4, .k = 2, .T = 1, .seed = 60});
+  cases.push_back({.name = "one_kernel_odd_shape_T8", .H = 336, .I = 80, .E = 8, .k = 2, .T = 8, .seed = 61});
+  cases.push_back({.name = "one_kernel_odd_shape_mxfp4_T3", .H = 288, .I = 96, .E = 8, .k = 2, .T = 3,
+                   .wf = WeightFormat::mxfp4, .act = Activation::swiglu_oai, .bias = true, .seed = 62});
+  cases.push_back({.name = "one_kernel_expert_over_a_group_T8", .H = 256, .I = 128, .E = 2, .k = 2, .T = 8,
+                   .routing = Routing::repeated, .seed = 63});
+  cases.push_back({.name = "one_kernel_expert_over_a_group_w4a4_T8", .H = 256, .I = 128, .E = 3, .k = 3, .T = 8,
+                   .aq = ActQuant::nvfp4, .routing = Routing::repeated, .seed = 64});
+  cases.push_back({.name = "one_kernel_64_slots_T8", .H = 512, .I = 256, .E = 64, .k = 8, .T = 8, .seed = 65});
+  const size_t own = cases.size();
+  for (const MoECase& c : conformance_cases(false))
+    if (c.T <= cuda::kLayerMaxTokens && c.T * c.k <= cuda::kLayerMaxSlots) cases.push_back(c);
+  EXPECT_GE(cases.size() - own, 15u) << "the table's cases of at most 8 tokens";
+  Stream stream;
+  for (const MoECase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const MoEProblem p = make_problem(c);
+    const std::vector<float> ref = run_reference(p, DType::f32);
+    const Layer layer = prepare_cuda(p);
+    StandardRun run(p, layer, p.topk_ids, stream.get());
+    const int64_t before = cuda::decode_layer_launches(), chain_before = cuda::decode_launches();
+    const std::vector<float> first = run.run();
+    EXPECT_EQ(cuda::decode_layer_launches() - before, 1) << "one kernel for the layer";
+    EXPECT_EQ(cuda::decode_launches() - chain_before, 0) << "no decode GEMM of the chain";
+    EXPECT_NO_THROW(layer.check_device_errors(run.args.workspace, stream.get()));
+    EXPECT_EQ(compare(first, ref, tolerance(c), c.H), "");
+    EXPECT_EQ(run.guards(), "");
+    const std::vector<float> again = run.run();
+    EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * 4), 0) << "the second run differs";
+  }
+
+  // ids outside [-1, E): reported once, computed as -1
+  MoEProblem p = make_problem(cases[1]);  // 16 slots
+  std::vector<int32_t> bad = p.topk_ids;
+  bad[0] = int32_t(p.c.E + 3);
+  bad[5] = -7;
+  bad[bad.size() - 1] = std::numeric_limits<int32_t>::max();
+  for (size_t s = 0; s < bad.size(); ++s)
+    if (bad[s] < -1 || bad[s] >= p.c.E) p.topk_ids[s] = -1;
+  const std::vector<float> ref = run_reference(p, DType::f32);
+  const Layer layer = prepare_cuda(p);
+  StandardRun run(p, layer, bad, stream.get());
+  const int64_t before = cuda::decode_layer_launches();
+  const std::vector<float> got = run.run();
+  EXPECT_EQ(cuda::decode_layer_launches() - before, 1);
+  try {
+    layer.check_device_errors(run.args.workspace, stream.get());
+    ADD_FAILURE() << "check_device_errors did not throw for ids outside [-1, E)";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("topk_ids"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(compare(got, ref, tolerance(p.c), p.c.H), "");
+  EXPECT_EQ(run.guards(), "");
+}
+
+// The one-kernel layer and the chain it replaces agree within the fp32 sums' reordering, and
+// FP4MOE_DECODE_LAYER's setter turns it off: at T = 1 on kimi-k2's shape (8 experts of 10).
+TEST(CudaLayer, OneKernelLayerAgreesWithTheChain) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  if (const std::string why = cuda::decode_layer_why_no_device(current_device()); !why.empty()) GTEST_SKIP() << why;
+  const MoEProblem p = make_problem(small_case("kimi_k2_T1"));
+  const Layer layer = prepare_cuda(p);
+  Stream stream;
+  StandardRun run(p, layer, p.topk_ids, stream.get());
+  std::vector<float> one, chain;
+  {
+    const ChoiceScope<int, cuda::decode_layer_tokens, cuda::set_decode_layer_tokens> on(1);
+    const int64_t before = cuda::decode_layer_launches();
+    one = run.run();
+    EXPECT_EQ(cuda::decode_layer_launches() - before, 1);
+  }
+  {
+    const ChoiceScope<int, cuda::decode_layer_tokens, cuda::set_decode_layer_tokens> off(0);
+    const int64_t before = cuda::decode_layer_launches();
+    chain = run.run();
+    EXPECT_EQ(cuda::decode_layer_launches() - before, 0);
+  }
+  EXPECT_EQ(compare(one, chain, 1e-5, p.c.H), "");
 }
 
 // T == 0 and M == 0: no work, no workspace, nothing launched.
