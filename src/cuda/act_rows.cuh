@@ -6,7 +6,6 @@
 
 #include <cstdint>
 
-#include "cuda/gemm_internal.hpp"
 #include "fp4moe/format.h"
 
 namespace fp4moe::cuda::act {

@@ -11,6 +11,7 @@
 #include "cuda/common/check.hpp"
 #include "cuda/common/launch.cuh"
 #include "cuda/common/ptx.cuh"
+#include "cuda/out_cols.cuh"
 #include "cuda/pipeline.hpp"
 #include "fp4moe/format.h"
 
@@ -18,7 +19,7 @@ namespace fp4moe::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kCols = 4;  // columns per thread; H % 16 == 0 so rows hold whole groups
+constexpr int kCols = kOutCols;  // columns per thread; H % 16 == 0 so rows hold whole groups
 
 __device__ __forceinline__ void load4(const float* p, float (&v)[kCols]) {
   const float4 q = *reinterpret_cast<const float4*>(p);  // y rows are 16-byte aligned
@@ -26,31 +27,6 @@ __device__ __forceinline__ void load4(const float* p, float (&v)[kCols]) {
   v[1] = q.y;
   v[2] = q.z;
   v[3] = q.w;
-}
-
-// out dtype: 0 f32, 1 bf16, 2 f16. Columns c..c+3 of a row at `o`.
-__device__ __forceinline__ void read_out(const void* o, int dt, float (&v)[kCols]) {
-  if (dt == 0) {
-    const float* p = static_cast<const float*>(o);
-#pragma unroll
-    for (int i = 0; i < kCols; ++i) v[i] = p[i];
-  } else {
-    const uint16_t* p = static_cast<const uint16_t*>(o);
-#pragma unroll
-    for (int i = 0; i < kCols; ++i) v[i] = dt == 1 ? bf16_to_f32(p[i]) : f16_to_f32(p[i]);
-  }
-}
-
-__device__ __forceinline__ void write_out(void* o, int dt, const float (&v)[kCols]) {
-  if (dt == 0) {
-    float* p = static_cast<float*>(o);
-#pragma unroll
-    for (int i = 0; i < kCols; ++i) p[i] = v[i];
-  } else {
-    uint16_t* p = static_cast<uint16_t*>(o);
-#pragma unroll
-    for (int i = 0; i < kCols; ++i) p[i] = dt == 1 ? bf16_from_f32(v[i]) : f16_from_f32(v[i]);
-  }
 }
 
 struct CombineKernelArgs {
@@ -121,21 +97,12 @@ __global__ void __launch_bounds__(kThreads) writeback_kernel(const float* y, con
   write_out(static_cast<char*>(out) + size_t(row * H + c) * esize, dt, v);
 }
 
-int out_code(DType t) {
-  switch (t) {
-    case DType::f32: return 0;
-    case DType::bf16: return 1;
-    case DType::f16: return 2;
-    default: detail::fail_arg(std::string("out: dtype: got ") + dtype_name(t) + ", need f32|bf16|f16");
-  }
-}
-
 }  // namespace
 
 void combine(const CombineArgs& a, cudaStream_t stream) {
   if (a.T <= 0 || a.H <= 0) return;
   if (a.H % kCols != 0) detail::fail_arg("combine: H: got " + std::to_string(a.H) + ", need a multiple of 4");
-  CombineKernelArgs k{a.y, a.slot_row, a.topk_weights, a.T, a.k, a.H, a.out, out_code(a.out_dtype),
+  CombineKernelArgs k{a.y, a.slot_row, a.topk_weights, a.T, a.k, a.H, a.out, value_dtype_code(a.out_dtype, "out"),
                       a.out_stride, dtype_size(a.out_dtype), a.accumulate};
   const dim3 grid(unsigned(a.T), unsigned((a.H + kCols * kThreads - 1) / (kCols * kThreads)));
   launch_kernel(combine_kernel, grid, dim3(kThreads), 0, a.dependent, stream, k);
@@ -147,7 +114,7 @@ void batched_writeback(const float* y, const int32_t* count, int64_t num_local, 
   if (rows <= 0 || H <= 0) return;
   if (H % kCols != 0) detail::fail_arg("batched out: H: got " + std::to_string(H) + ", need a multiple of 4");
   const dim3 grid(unsigned(rows), unsigned((H + kCols * kThreads - 1) / (kCols * kThreads)));
-  launch_kernel(writeback_kernel, grid, dim3(kThreads), 0, dependent, stream, y, count, M, H, out, out_code(out_dtype),
+  launch_kernel(writeback_kernel, grid, dim3(kThreads), 0, dependent, stream, y, count, M, H, out, value_dtype_code(out_dtype, "out"),
                 dtype_size(out_dtype));
 }
 

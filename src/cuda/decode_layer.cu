@@ -37,6 +37,7 @@
 #include "cuda/gemm_internal.hpp"
 #include "cuda/gemm_sm80_core.cuh"
 #include "cuda/local_expert.cuh"
+#include "cuda/out_cols.cuh"
 #include "cuda/pipeline.hpp"
 
 namespace fp4moe::cuda {
@@ -74,7 +75,7 @@ struct Params {
   int64_t out_stride;
   bool accumulate;
   int stages;
-  int x_stride, h_stride;  // bytes per x / h row in shared memory
+  int x_row_bytes, h_row_bytes;  // per x / h row in shared memory
   uint32_t act_off, ring_off;  // dynamic shared memory offsets
 };
 
@@ -151,7 +152,7 @@ __device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned round) 
 // The slots' grouping, the same in every CTA.
 struct Groups {
   int e[kLayerMaxSlots];      // local expert of slot s, or -1
-  int lead[kLayerMaxSlots];   // group of slot s when it starts one, else -1
+  bool lead[kLayerMaxSlots];  // slot s starts a group
   int count;                  // groups
   int expert[kLayerMaxSlots];                  // group g's local expert
   int8_t slot[kLayerMaxSlots][kLayerGroupSlots];  // its slots in order, -1 past them
@@ -289,12 +290,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
   if (threadIdx.x < n) {
     const int e = G.e[threadIdx.x];
     for (int j = 0; j < int(threadIdx.x); ++j) occ += G.e[j] == e;
-    G.lead[threadIdx.x] = e >= 0 && occ % kLayerGroupSlots == 0 ? 1 : -1;
+    G.lead[threadIdx.x] = e >= 0 && occ % kLayerGroupSlots == 0;
   }
   __syncthreads();
-  if (threadIdx.x < n && G.lead[threadIdx.x] > 0) {
+  if (threadIdx.x < n && G.lead[threadIdx.x]) {
     int gid = 0;
-    for (int j = 0; j < int(threadIdx.x); ++j) gid += G.lead[j] > 0;
+    for (int j = 0; j < int(threadIdx.x); ++j) gid += G.lead[j];
     G.expert[gid] = G.e[threadIdx.x];
 #pragma unroll
     for (int c = 0; c < kLayerGroupSlots; ++c) G.slot[gid][c] = -1;
@@ -311,12 +312,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
       }
     if (want == occ) leader = threadIdx.x;
     int gid = 0;
-    for (int j = 0; j < leader; ++j) gid += G.lead[j] > 0;
+    for (int j = 0; j < leader; ++j) gid += G.lead[j];
     G.slot[gid][occ % kLayerGroupSlots] = int8_t(threadIdx.x);
   }
   if (threadIdx.x == 0) {
     int groups = 0;
-    for (int j = 0; j < n; ++j) groups += G.lead[j] > 0;
+    for (int j = 0; j < n; ++j) groups += G.lead[j];
     G.count = groups;
   }
   __syncthreads();
@@ -367,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
     if (p.w4a4) {
       for (int i = threadIdx.x; i < p.T * (Kp1 / kNvfp4Block); i += kW * 32) {
         const int r = i / (Kp1 / kNvfp4Block), b = i % (Kp1 / kNvfp4Block);
-        uint4* o = reinterpret_cast<uint4*>(act + size_t(r) * p.x_stride + b * kNvfp4Block * 2);
+        uint4* o = reinterpret_cast<uint4*>(act + size_t(r) * p.x_row_bytes + b * kNvfp4Block * 2);
         if (b * kNvfp4Block >= K1) {
           o[0] = o[1] = make_uint4(0u, 0u, 0u, 0u);
           continue;
@@ -390,11 +391,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
           for (int j = 0; j < 4; ++j)
             wd[j] = uint32_t(bf16_from_f32(v[2 * j])) | (uint32_t(bf16_from_f32(v[2 * j + 1])) << 16);
         }
-        *reinterpret_cast<uint4*>(act + size_t(r) * p.x_stride + c * 2) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
+        *reinterpret_cast<uint4*>(act + size_t(r) * p.x_row_bytes + c * 2) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
       }
     }
     ptx::named_barrier_sync(1, kW * 32);
-    auto x_row = [&](int gid, int col) { return act + size_t(G.slot[gid][col] / p.k) * p.x_stride; };
+    auto x_row = [&](int gid, int col) { return act + size_t(G.slot[gid][col] / p.k) * p.x_row_bytes; };
     int it = 0;
     if (MX) it = consume<true, true>(p, p.w13, G, a0, a1, it, ring, partials, full, empty, x_row);
     else it = consume<false, true>(p, p.w13, G, a0, a1, it, ring, partials, full, empty, x_row);
@@ -413,11 +414,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
       const int slot = G.slot[gi][r - (G.off[gi] - G.off[gfirst])];
       uint4 v = make_uint4(0u, 0u, 0u, 0u);
       if (c < I) v = __ldcg(reinterpret_cast<const uint4*>(p.h + size_t(slot) * I + c));
-      *reinterpret_cast<uint4*>(act + size_t(r) * p.h_stride + c * 2) = v;
+      *reinterpret_cast<uint4*>(act + size_t(r) * p.h_row_bytes + c * 2) = v;
     }
     ptx::named_barrier_sync(1, kW * 32);
     auto h_row = [&](int gid, int col) {
-      return act + size_t(G.off[gid] - G.off[gfirst] + col) * p.h_stride;
+      return act + size_t(G.off[gid] - G.off[gfirst] + col) * p.h_row_bytes;
     };
     if (MX) consume<true, false>(p, p.w2, G, b0, b1, it, ring, partials, full, empty, h_row);
     else consume<false, false>(p, p.w2, G, b0, b1, it, ring, partials, full, empty, h_row);
@@ -425,13 +426,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
     grid_barrier(p.barrier, 2);
   }
 
-  // ---- 5. the combine: 4 columns of one token per thread ----
+  // ---- 5. the combine: kOutCols columns of one token per thread (combine.cu's arithmetic) ----
   const int H = p.w2.N;
   const size_t esize = p.out_dt == 0 ? 4 : 2;
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < int64_t(p.T) * (H / 4);
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < int64_t(p.T) * (H / kOutCols);
        i += int64_t(gridDim.x) * kThreads) {
-    const int tok = int(i / (H / 4)), c = int(i % (H / 4)) * 4;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int tok = int(i / (H / kOutCols)), c = int(i % (H / kOutCols)) * kOutCols;
+    float acc[kOutCols] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int j = 0; j < p.k; ++j) {
       const int s = tok * p.k + j;
       if (G.e[s] < 0) continue;
@@ -442,33 +443,27 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
       acc[2] = __fadd_rn(acc[2], __fmul_rn(wj, yv.z));
       acc[3] = __fadd_rn(acc[3], __fmul_rn(wj, yv.w));
     }
-    uint8_t* o = static_cast<uint8_t*>(p.out) + size_t(tok * p.out_stride + c) * esize;
-    if (p.out_dt == 0) {
-      float* f = reinterpret_cast<float*>(o);
+    void* o = static_cast<uint8_t*>(p.out) + size_t(tok * p.out_stride + c) * esize;
+    if (p.accumulate) {
+      float old[kOutCols];
+      read_out(o, p.out_dt, old);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) f[q] = p.accumulate ? __fadd_rn(f[q], acc[q]) : acc[q];
-    } else {
-      uint16_t* hp = reinterpret_cast<uint16_t*>(o);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float old = p.accumulate ? (p.out_dt == 1 ? bf16_to_f32(hp[q]) : f16_to_f32(hp[q])) : 0.0f;
-        const float v = p.accumulate ? __fadd_rn(old, acc[q]) : acc[q];
-        hp[q] = p.out_dt == 1 ? bf16_from_f32(v) : f16_from_f32(v);
-      }
+      for (int q = 0; q < kOutCols; ++q) acc[q] = __fadd_rn(old[q], acc[q]);
     }
+    write_out(o, p.out_dt, acc);
   }
 #endif  // FP4MOE_SM90A
 }
 
 std::atomic<int64_t> g_launches{0};
-std::atomic<int> g_tokens{-1};
+std::atomic<int> g_tokens{-1};  // decode_layer_tokens: -1 not read yet
 
-int code_of(DType t) { return t == DType::f32 ? 0 : t == DType::bf16 ? 1 : 2; }
+int tokens_from_env() { return std::clamp(env_int("FP4MOE_DECODE_LAYER", kLayerDefaultTokens), 0, kLayerMaxTokens); }
 
 // The shared memory plan of one forward: the activation region and the ring's stages.
 struct Plan {
   std::string why;
-  int stages = 0, x_stride = 0, h_stride = 0;
+  int stages = 0, x_row_bytes = 0, h_row_bytes = 0;
   uint32_t act_off = 0, ring_off = 0, smem = 0;
   int grid = 0;
 };
@@ -483,9 +478,9 @@ Plan plan(const CudaWeights& cw, int64_t T, int64_t k) {
   const int64_t units2 = (n * RP2 + sms - 1) / sms;
   const int64_t rows2 = std::min<int64_t>(n, ((units2 + RP2 - 1) / RP2 + 1) * kLayerGroupSlots);
   // +16 bytes a row: the rows' words fall in other banks
-  pl.x_stride = cw.w13.Kp * 2 + 16;
-  pl.h_stride = cw.w2.Kp * 2 + 16;
-  const int64_t act_bytes = std::max<int64_t>(T * pl.x_stride, rows2 * pl.h_stride);
+  pl.x_row_bytes = cw.w13.Kp * 2 + 16;
+  pl.h_row_bytes = cw.w2.Kp * 2 + 16;
+  const int64_t act_bytes = std::max<int64_t>(T * pl.x_row_bytes, rows2 * pl.h_row_bytes);
   pl.act_off = kPartialBytes;
   pl.ring_off = uint32_t((pl.act_off + act_bytes + 127) / 128 * 128);
   int optin = 0;
@@ -515,16 +510,10 @@ std::string kernel_ready(int dev, uint32_t smem) {
 
 }  // namespace
 
-int decode_layer_tokens() {
-  return choice_once(g_tokens, [] {
-    return std::clamp(env_int("FP4MOE_DECODE_LAYER", kLayerDefaultTokens), 0, kLayerMaxTokens);
-  });
-}
+int decode_layer_tokens() { return choice_once(g_tokens, tokens_from_env); }
 
 void set_decode_layer_tokens(int tokens) {
-  g_tokens.store(tokens < 0 ? std::clamp(env_int("FP4MOE_DECODE_LAYER", kLayerDefaultTokens), 0, kLayerMaxTokens)
-                            : std::min(tokens, kLayerMaxTokens),
-                 std::memory_order_relaxed);
+  g_tokens.store(tokens < 0 ? tokens_from_env() : std::min(tokens, kLayerMaxTokens), std::memory_order_relaxed);
 }
 
 int64_t decode_layer_launches() { return g_launches.load(std::memory_order_relaxed); }
@@ -539,24 +528,37 @@ std::string decode_layer_why_no_device(int device) {
   return "";
 }
 
-std::string decode_layer_why_not(const DeviceWeights& w, int64_t T, int64_t k, bool w4a4_values) {
-  const auto& cw = static_cast<const CudaWeights&>(w);
+namespace {
+
+// decode_layer_why_not, with the shared memory plan it ends on (pl.why is its answer then).
+Plan check(const CudaWeights& cw, int64_t T, int64_t k, bool w4a4_values) {
+  Plan no;
+  auto why = [&no](std::string s) {
+    no.why = std::move(s);
+    return no;
+  };
   const int tokens = decode_layer_tokens();
-  if (tokens == 0) return "off (FP4MOE_DECODE_LAYER=0)";
-  if (T > tokens) return std::to_string(T) + " tokens, more than " + std::to_string(tokens);
-  if (T * k > kLayerMaxSlots) return std::to_string(T * k) + " slots, more than " + std::to_string(kLayerMaxSlots);
-  if (gemm_path() != GemmPath::sm90) return "a GEMM path was forced (FP4MOE_GEMM)";
-  if (cw.desc.act_quant == ActQuant::nvfp4 && !w4a4_values) return "W4A4 without its activations as values";
-  if (std::string why = decode_layer_why_no_device(cw.device); !why.empty()) return why;
-  if (cw.w13.N % (2 * kFragRows) != 0) return "I is not a multiple of 16";
-  const Plan pl = plan(cw, T, k);
-  return pl.why;
+  if (tokens == 0) return why("off (FP4MOE_DECODE_LAYER=0)");
+  if (T > tokens) return why(std::to_string(T) + " tokens, more than " + std::to_string(tokens));
+  if (T * k > kLayerMaxSlots)
+    return why(std::to_string(T * k) + " slots, more than " + std::to_string(kLayerMaxSlots));
+  if (gemm_path() != GemmPath::sm90) return why("a GEMM path was forced (FP4MOE_GEMM)");
+  if (cw.desc.act_quant == ActQuant::nvfp4 && !w4a4_values) return why("W4A4 without its activations as values");
+  if (std::string d = decode_layer_why_no_device(cw.device); !d.empty()) return why(d);
+  if (cw.w13.N % (2 * kFragRows) != 0) return why("I is not a multiple of 16");
+  return plan(cw, T, k);
+}
+
+}  // namespace
+
+std::string decode_layer_why_not(const DeviceWeights& w, int64_t T, int64_t k, bool w4a4_values) {
+  return check(static_cast<const CudaWeights&>(w), T, k, w4a4_values).why;
 }
 
 bool decode_layer(const DeviceWeights& w, const DecodeLayerArgs& a, cudaStream_t stream) {
   const auto& cw = static_cast<const CudaWeights&>(w);
-  if (!decode_layer_why_not(w, a.T, a.k, a.w4a4).empty()) return false;
-  const Plan pl = plan(cw, a.T, a.k);
+  const Plan pl = check(cw, a.T, a.k, a.w4a4);
+  if (!pl.why.empty()) return false;
   const bool mx = cw.w13.block == 32;
   if (const std::string why = mx ? kernel_ready<true>(cw.device, pl.smem) : kernel_ready<false>(cw.device, pl.smem);
       !why.empty())
@@ -566,7 +568,7 @@ bool decode_layer(const DeviceWeights& w, const DecodeLayerArgs& a, cudaStream_t
   p.w13 = cw.w13;
   p.w2 = cw.w2;
   p.x.x = a.x;
-  p.x.dtype = code_of(a.x_dtype);
+  p.x.dtype = value_dtype_code(a.x_dtype, "activations");
   p.x.rows = a.T;
   p.x.K = cw.desc.hidden;
   p.x.row_stride = a.x_stride;
@@ -598,12 +600,12 @@ bool decode_layer(const DeviceWeights& w, const DecodeLayerArgs& a, cudaStream_t
   p.h = a.h;
   p.y = a.y;
   p.out = a.out;
-  p.out_dt = code_of(a.out_dtype);
+  p.out_dt = value_dtype_code(a.out_dtype, "out");
   p.out_stride = a.out_stride;
   p.accumulate = a.accumulate;
   p.stages = pl.stages;
-  p.x_stride = pl.x_stride;
-  p.h_stride = pl.h_stride;
+  p.x_row_bytes = pl.x_row_bytes;
+  p.h_row_bytes = pl.h_row_bytes;
   p.act_off = pl.act_off;
   p.ring_off = pl.ring_off;
 

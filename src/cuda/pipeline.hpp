@@ -20,6 +20,17 @@
 
 namespace fp4moe::cuda {
 
+// The kernels' code of a value dtype: 0 f32, 1 bf16, 2 f16; any other fails naming `arg`.
+inline int value_dtype_code(DType t, const char* arg) {
+  switch (t) {
+    case DType::f32: return 0;
+    case DType::bf16: return 1;
+    case DType::f16: return 2;
+    default:
+      detail::fail_arg(std::string(arg) + ": dtype: got " + dtype_name(t) + ", need f32|bf16|f16");
+  }
+}
+
 // Bits of the device status word (uint32 at the start of every workspace). Kernels
 // set them with atomicOr; check_device_errors reads and clears them.
 inline constexpr uint32_t kStatusBadId = 1u << 0;       // a topk_id outside [-1, E)

@@ -25,16 +25,6 @@ using act::row_live;
 
 constexpr int kThreads = 256;
 
-int dtype_code(DType t) {
-  switch (t) {
-    case DType::f32: return 0;
-    case DType::bf16: return 1;
-    case DType::f16: return 2;
-    default:
-      detail::fail_arg(std::string("activations: dtype: got ") + dtype_name(t) + ", need f32|bf16|f16");
-  }
-}
-
 // This thread's NVFP4 block (one thread per block of 16): row r, block b; false past the
 // rows or on a row the batched format skips.
 __device__ __forceinline__ bool thread_block(const SrcRows& s, int64_t& r, int64_t& b) {
@@ -111,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) bf16_rows_kernel(SrcRows s, uint16_t
 SrcRows make_src(const ActRows& a, bool to_bf16) {
   SrcRows s{};
   s.x = a.x;
-  s.dtype = dtype_code(a.dtype);
+  s.dtype = value_dtype_code(a.dtype, "activations");
   s.rows = a.rows;
   s.K = a.K;
   s.row_stride = a.row_stride;
