@@ -2,21 +2,24 @@
 //
 // The kernel, one CTA per SM, all resident (a cooperative launch), 16 consumer warps and one
 // producer warp:
-//   1. Every CTA groups the T * k top-k slots by local expert (slots in order, at most
-//      kLayerGroupSlots per group; ids outside [-1, E) and experts not local join none; CTA 0
-//      writes the status word) and takes its share of the units: GEMM 1's (group, row pair) and
-//      GEMM 2's, each GEMM's units cut evenly over the CTAs in order.
+//   1. Consumer warp 0 groups the T * k top-k slots by local expert with warp votes and
+//      shuffles (slots in order, at most kLayerGroupSlots per group; ids outside [-1, E) and
+//      experts not local join none; CTA 0 writes the status word) while the other consumer
+//      warps write x as GEMM 1's bf16 input (W4A4: its NVFP4 values) into shared memory. Each
+//      CTA takes its share of the units: GEMM 1's (group, row pair) and GEMM 2's, each GEMM's
+//      units cut evenly over the CTAs in order.
 //   2. The producer's lane 0 streams the CTA's units' weights through a ring of stages by bulk
-//      copies (cp.async.bulk, complete_tx on the stage's mbarrier): a stage is up to 16
+//      copies (cp.async.bulk, complete_tx on the stage's mbarrier): a stage is up to 16 * kpw
 //      k-blocks of one unit's two fragment rows, their fragment blocks and scale bytes
 //      contiguous in the weight layout (gemm_internal.hpp), four copies per stage. It goes on
 //      into GEMM 2's first stages (as many as the ring holds) while the consumers finish GEMM 1.
-//   3. The consumers write x as GEMM 1's bf16 input (W4A4: its NVFP4 values) into shared
-//      memory, then run GEMM 1: consumer warp w takes k-block w of each stage (the decode
+//   3. GEMM 1: consumer warp w takes k-blocks w + 16 j (j < kpw) of each stage (the decode
 //      kernel's weight decode and mma.m16n8k16, swap-AB: the group's slots are the n8
-//      columns), keeping its own fp32 sums per unit; at a unit's end the 16 warps' sums meet in
-//      shared memory and one warp adds them in warp order and runs the fast path's GEMM 1
-//      epilogue (bias, activation, bf16 or NVFP4 requantization), h rows by slot.
+//      columns), keeping its own fp32 sums per unit in shared memory; after every batch of
+//      units (Params::batch) the 16 warps meet, every consumer thread adds some of the batch's
+//      sums over the warps in warp order, they meet again, and warps [0, batch) run the
+//      batch's epilogues at once (the fast path's GEMM 1 epilogue: bias, activation, bf16 or
+//      NVFP4 requantization), h rows by slot.
 //   4. Grid barrier. The consumers load the h rows of their GEMM 2 units into shared memory and
 //      run GEMM 2 alike (the epilogue writes y rows by slot, fp32).
 //   5. Grid barrier. Every thread of the grid combines a share of out's columns: combine.cu's
@@ -26,6 +29,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 
 #include "cuda/act_rows.cuh"
 #include "cuda/common/check.hpp"
@@ -47,12 +52,17 @@ constexpr int kW = 16;                   // consumer warps; a stage holds up to 
 constexpr int kThreads = 32 * (kW + 1);  // and the producer warp
 constexpr int kMaxStages = 8;
 constexpr int kMinStages = 3;
+constexpr int kGoodStages = 8;
 constexpr int kAccFloats = 8;  // a lane's sums of one unit: 2 m-tiles x one n8 tile x 4
-constexpr int kPartialBytes = 2 * kW * kAccFloats * 32 * 4;  // two units' sums, all warps
+constexpr int kMaxBatch = 4;  // units whose sums meet at once (Params::batch)
+// a batch's sums: per unit, each warp's and then their total
+__host__ __device__ constexpr int partial_bytes(int batch) { return batch * (kW + 1) * kAccFloats * 32 * 4; }
 constexpr int kFragBytes = kFragWords * 4;                   // 512
 
 // A stage: [fragment row 0: kW blocks][row 1: kW blocks][row 0's scales: kW x sb][row 1's]
-__host__ __device__ constexpr int stage_bytes(int sb) { return 2 * kW * (kFragBytes + sb); }
+// kpw: k-blocks per consumer warp and stage (Params::kpw)
+__host__ __device__ constexpr int stage_bytes(int sb, int kpw) { return 2 * kW * kpw * (kFragBytes + sb); }
+constexpr int kMaxKpw = 2;
 
 struct Params {
   WeightMatrix w13, w2;
@@ -75,9 +85,25 @@ struct Params {
   int64_t out_stride;
   bool accumulate;
   int stages;
+  int batch;  // units per meeting of the consumer warps, [1, kMaxBatch]
+  int kpw;    // k-blocks per consumer warp and stage, [1, kMaxKpw]: a stage is kW * kpw k-blocks
   int x_row_bytes, h_row_bytes;  // per x / h row in shared memory
   uint32_t act_off, ring_off;  // dynamic shared memory offsets
+  int probe;  // FP4MOE_LAYER_PROBE, with the stamps only (results garbage): 1 no decode / MMA, 2 no copies
+  uint64_t* trace;  // FP4MOE_LAYER_TRACE: kTraceEvents clock64 and globaltimer pairs per CTA, or nullptr
 };
+
+// FP4MOE_LAYER_TRACE=path (a measuring aid): the kernel stamps these events per CTA (clock64 and
+// globaltimer), and the last forward's stamps are written to path at exit, one line per CTA.
+enum TraceEvent {
+  kTrStart, kTrSlots, kTrGroups, kTrIssue1, kTrIssued1, kTrIssuedAhead, kTrLanded, kTrGemm1,
+  kTrBarrier1, kTrHLoaded, kTrGemm2, kTrBarrier2, kTrEnd, kTrUnits1, kTrUnits2,
+  // cycles spent, summed over the kernel (clock64 part only): thread 0 waiting for GEMM 1's and
+  // GEMM 2's stages, at the batches' meetings and in the epilogues it runs; the producer
+  // waiting for free stages and issuing copies
+  kTrSumWait1, kTrSumWait2, kTrSumMeet, kTrSumEpi, kTrSumFree, kTrSumIssue, kTraceEvents
+};
+constexpr int kTrSums = kTrSumWait1, kTrSumCount = kTraceEvents - kTrSumWait1;
 
 #if defined(FP4MOE_LAYER_WATCHDOG)
 __device__ int g_layer_abort = 0;  // (declared for every target: the host stub names it)
@@ -113,6 +139,28 @@ __device__ __forceinline__ bool watchdog_fired(uint64_t t0, int what, int it, ui
   return true;
 }
 #endif
+
+// The stamps' helpers: nothing in the kernel built without them (TR false, the one that runs
+// unless FP4MOE_LAYER_TRACE is set).
+__shared__ long long s_trace_sum[kTrSumCount];
+template <bool TR>
+__device__ __forceinline__ long long tick() {
+  if constexpr (TR) return clock64();
+  return 0;
+}
+template <bool TR>
+__device__ __forceinline__ void trace_add(int event, long long since) {
+  if constexpr (TR) s_trace_sum[event - kTrSums] += clock64() - since;
+}
+template <bool TR>
+__device__ __forceinline__ void stamp(const Params& p, int event) {
+  if constexpr (!TR) return;
+  uint64_t g;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+  uint64_t* t = p.trace + size_t(blockIdx.x) * 2 * kTraceEvents;
+  t[event] = uint64_t(clock64());
+  t[kTraceEvents + event] = g;
+}
 
 // mbarrier_wait_parity (what, it: the watchdog's message).
 __device__ __forceinline__ void wait_parity(uint32_t bar, uint32_t parity, int what, int it) {
@@ -152,113 +200,276 @@ __device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned round) 
 // The slots' grouping, the same in every CTA.
 struct Groups {
   int e[kLayerMaxSlots];      // local expert of slot s, or -1
-  bool lead[kLayerMaxSlots];  // slot s starts a group
   int count;                  // groups
   int expert[kLayerMaxSlots];                  // group g's local expert
   int8_t slot[kLayerMaxSlots][kLayerGroupSlots];  // its slots in order, -1 past them
   int off[kLayerMaxSlots + 1];                 // prefix of the groups' slot counts
 };
 
+// The slots' grouping, by warp 0 (n <= kLayerMaxSlots = 64: slots lane and lane + 32): slot s
+// joins the group of the first slot of its expert's occurrences occ - occ % kLayerGroupSlots
+// (occ: its expert's slots before it); groups are numbered by their first slots in order. CTA
+// 0 also writes the status word.
+__device__ __forceinline__ void group_slots(const Params& p, int n, Groups& G) {
+  static_assert(kLayerMaxSlots == 64, "two slots a lane");
+  constexpr unsigned kAll = 0xFFFFFFFFu;
+  const int lane = threadIdx.x % 32;
+  int id[2], e[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int s = lane + 32 * h;
+    id[h] = s < n ? p.ids[s] : -1;
+    e[h] = s < n ? local_expert(id[h], p.map, p.E, p.w13.num_experts) : -1;
+    if (s < n) G.e[s] = e[h];
+  }
+  if (blockIdx.x == 0) {
+    const bool bad = id[0] < -1 || id[0] >= p.E || id[1] < -1 || id[1] >= p.E;
+    const bool any_bad = __any_sync(kAll, bad);  // (every lane: the vote's mask names them all)
+    if (lane == 0) *p.status = any_bad ? kStatusBadId : 0u;
+  }
+  // each slot's occurrences before it, and its expert's slots in all
+  int occ[2] = {0, 0}, tot[2] = {0, 0};
+  for (int j = 0; j < n; ++j) {
+    const int ej = __shfl_sync(kAll, j < 32 ? e[0] : e[1], j % 32);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      occ[h] += ej == e[h] && j < lane + 32 * h;
+      tot[h] += ej == e[h];
+    }
+  }
+  // leaders (a group's first slot): their group numbers, sizes and the sizes' running sums
+  const unsigned below = (1u << lane) - 1u;
+  bool lead[2];
+  unsigned ballot[2];
+  int gid[2], size[2], upto[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    lead[h] = e[h] >= 0 && occ[h] % kLayerGroupSlots == 0;
+    ballot[h] = __ballot_sync(kAll, lead[h]);
+    size[h] = lead[h] ? min(kLayerGroupSlots, tot[h] - occ[h]) : 0;
+    upto[h] = size[h];
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const int v = __shfl_up_sync(kAll, upto[h], d);
+      if (lane >= d) upto[h] += v;
+    }
+  }
+  const int first_half = __shfl_sync(kAll, upto[0], 31);
+  upto[1] += first_half;
+  gid[0] = __popc(ballot[0] & below);
+  gid[1] = __popc(ballot[0]) + __popc(ballot[1] & below);
+  // every slot's group: its leader's number
+  int mine[2] = {-1, -1};
+  for (int j = 0; j < n; ++j) {
+    const int h = j / 32, src = j % 32;
+    const int ej = __shfl_sync(kAll, h ? e[1] : e[0], src);
+    const int oj = __shfl_sync(kAll, h ? occ[1] : occ[0], src);
+    const int gj = __shfl_sync(kAll, h ? gid[1] : gid[0], src);
+#pragma unroll
+    for (int q = 0; q < 2; ++q)
+      if (e[q] >= 0 && ej == e[q] && oj == occ[q] - occ[q] % kLayerGroupSlots) mine[q] = gj;
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (lead[h]) {
+      G.expert[gid[h]] = e[h];
+      G.off[gid[h] + 1] = upto[h];
+      for (int c = size[h]; c < kLayerGroupSlots; ++c) G.slot[gid[h]][c] = -1;
+    }
+    if (mine[h] >= 0) G.slot[mine[h]][occ[h] % kLayerGroupSlots] = int8_t(lane + 32 * h);
+  }
+  if (lane == 0) {
+    G.off[0] = 0;
+    G.count = __popc(ballot[0]) + __popc(ballot[1]);
+  }
+}
+
+// x into shared memory as GEMM 1's input (bf16; W4A4: its NVFP4 values in bf16), by consumer
+// warps 1..kW-1 while warp 0 groups the slots.
+__device__ __forceinline__ void stage_x(const Params& p, uint8_t* act) {
+  const int K1 = p.w13.K, Kp1 = p.w13.Kp;
+  const int first = 32, stride = (kW - 1) * 32;
+  if (p.w4a4) {
+    for (int i = int(threadIdx.x) - first; i < p.T * (Kp1 / kNvfp4Block); i += stride) {
+      const int r = i / (Kp1 / kNvfp4Block), b = i % (Kp1 / kNvfp4Block);
+      uint4* o = reinterpret_cast<uint4*>(act + size_t(r) * p.x_row_bytes + b * kNvfp4Block * 2);
+      if (b * kNvfp4Block >= K1) {
+        o[0] = o[1] = make_uint4(0u, 0u, 0u, 0u);
+        continue;
+      }
+      uint32_t lo, hi, v[4];
+      const float sc = e4m3_to_f32(act::quantize_block(p.x, r, b, p.gs1, lo, hi));
+      nvfp4_values_bf16x8(lo, sc, v);
+      o[0] = make_uint4(v[0], v[1], v[2], v[3]);
+      nvfp4_values_bf16x8(hi, sc, v);
+      o[1] = make_uint4(v[0], v[1], v[2], v[3]);
+    }
+  } else {
+    for (int i = int(threadIdx.x) - first; i < p.T * (Kp1 / 8); i += stride) {
+      const int r = i / (Kp1 / 8), c = (i % (Kp1 / 8)) * 8;
+      uint32_t wd[4] = {0u, 0u, 0u, 0u};
+      if (c < K1) {
+        float v[8];
+        act::load_row<8>(p.x, r, c, v);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          wd[j] = uint32_t(bf16_from_f32(v[2 * j])) | (uint32_t(bf16_from_f32(v[2 * j + 1])) << 16);
+      }
+      *reinterpret_cast<uint4*>(act + size_t(r) * p.x_row_bytes + c * 2) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
+    }
+  }
+}
+
 // Units [u0, u1) of a GEMM with `total` units: the CTA's even share, in order.
 __device__ __forceinline__ void share(int total, int& u0, int& u1) {
-  u0 = int(int64_t(total) * blockIdx.x / gridDim.x);
-  u1 = int(int64_t(total) * (blockIdx.x + 1) / gridDim.x);
+  // (total <= kLayerMaxSlots * N / 32 and the grid the SM count: the products fit 32 bits)
+  u0 = int(unsigned(total) * blockIdx.x / gridDim.x);
+  u1 = int(unsigned(total) * (blockIdx.x + 1) / gridDim.x);
 }
 
 struct Mat {
-  int KB, NB, RP, sb;
-  __device__ explicit Mat(const WeightMatrix& w)
-      : KB(w.Kp / kFragK), NB(w.N / kFragRows), RP((w.N / kFragRows + 1) / 2), sb(frag_scale_bytes(w.block)) {}
-  __device__ int chunks() const { return (KB + kW - 1) / kW; }
+  int KB, NB, RP, sb, per;  // per: k-blocks a stage
+  __device__ Mat(const WeightMatrix& w, int kpw)
+      : KB(w.Kp / kFragK), NB(w.N / kFragRows), RP((w.N / kFragRows + 1) / 2), sb(frag_scale_bytes(w.block)),
+        per(kW * kpw) {}
+  __device__ int chunks() const { return (KB + per - 1) / per; }
+  __device__ int bytes() const { return 2 * per * (kFragBytes + sb); }
 };
 
 // The producer's stage `it` (unit of group gid, row pair rp, chunk c of `m`): waits for the
 // slot, then its four copies.
-__device__ __forceinline__ void issue_stage(const WeightMatrix& w, const Mat& m, int e, int rp, int c, int it,
-                                            int stages, uint8_t* ring, uint64_t* full, uint64_t* empty) {
+template <bool TR>
+__device__ __forceinline__ void issue_stage(const Params& p, const WeightMatrix& w, const Mat& m, int e, int rp,
+                                            int c, int it, int stages, uint8_t* ring, uint64_t* full,
+                                            uint64_t* empty) {
   const int s = it % stages;
+  long long t0 = tick<TR>();
   wait_parity(smem_addr(&empty[s]), ((it / stages) & 1) ^ 1, 0, it);
-  const int kb0 = c * kW, nk = min(kW, m.KB - kb0);
+  trace_add<TR>(kTrSumFree, t0);
+  t0 = tick<TR>();
+  const int kb0 = c * m.per, nk = min(m.per, m.KB - kb0);
   const uint32_t bar = smem_addr(&full[s]);
+  if (TR && p.probe == 2) {
+    ptx::mbarrier_arrive(bar);
+    trace_add<TR>(kTrSumIssue, t0);
+    return;
+  }
   ptx::mbarrier_expect_tx(bar, uint32_t(2 * nk * (kFragBytes + m.sb)));
-  uint8_t* st = ring + size_t(s) * stage_bytes(m.sb);
+  uint8_t* st = ring + size_t(s) * m.bytes();
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) {
     const int64_t blk = (int64_t(e) * m.NB + min(2 * rp + mt, m.NB - 1)) * m.KB + kb0;
-    bulk_load(smem_addr(st + mt * kW * kFragBytes), w.q + blk * kFragWords, uint32_t(nk * kFragBytes), bar);
-    bulk_load(smem_addr(st + 2 * kW * kFragBytes + mt * kW * m.sb), w.scale + blk * m.sb, uint32_t(nk * m.sb), bar);
+    bulk_load(smem_addr(st + mt * m.per * kFragBytes), w.q + blk * kFragWords, uint32_t(nk * kFragBytes), bar);
+    bulk_load(smem_addr(st + 2 * m.per * kFragBytes + mt * m.per * m.sb), w.scale + blk * m.sb, uint32_t(nk * m.sb),
+              bar);
   }
   ptx::mbarrier_arrive(bar);
+  trace_add<TR>(kTrSumIssue, t0);
 }
 
 // A consumer warp's part of one GEMM: its units' stages from `it` on; returns the stage count
 // after them. act_row(gid, col): the shared-memory activation row of column col of group gid.
-template <bool MX, bool GEMM1, class ActRow>
+template <bool MX, bool GEMM1, bool TR, class ActRow>
 __device__ __forceinline__ int consume(const Params& p, const WeightMatrix& w, const Groups& G, int u0, int u1,
                                        int it, uint8_t* ring, float* partials, uint64_t* full, uint64_t* empty,
                                        ActRow act_row) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const Mat m(w);
+  const Mat m(w, p.kpw);
   const uint32_t decode_low = sm80::decode_table(w);
+  const uint32_t mul16 = ptx::per_thread(16u, w.zero);  // (the scale's multiply an IMAD, as the decode kernels')
   const int nch = m.chunks();
+  int s = it % p.stages;  // the stage slot of `it` and its phase's parity, kept as `it` steps
+  uint32_t parity = (it / p.stages) & 1;
+  float* sums = partials + p.batch * kW * kAccFloats * 32;  // a batch's sums, unit after unit
+  float escale = 0.0f;
   for (int u = u0; u < u1; ++u) {
-    const int gid = u / m.RP, rp = u % m.RP, e = G.expert[gid];
+    const int gid = u / m.RP;
     const int col = G.slot[gid][g] >= 0 ? g : 0;
     const uint8_t* arow = act_row(gid, col);
+    const int n = u - u0, j = n % p.batch, ub = u - j, nb = min(p.batch, u1 - ub);
+    // Warp jj runs the epilogue of the batch's unit jj: its expert's output scale, loaded at
+    // the batch's start, so that its latency falls in the batch's stages.
+    if (j == 0 && warp < nb) escale = w.epi[G.expert[(ub + warp) / m.RP]] * (GEMM1 ? p.mult1 : p.mult2);
     float acc[2][1][4];
     sm80::zero_acc<1>(acc);
     for (int c = 0; c < nch; ++c, ++it) {
-      const int s = it % p.stages;
-      wait_parity(smem_addr(&full[s]), (it / p.stages) & 1, GEMM1 ? 1 : 2, it);
-      const int kb = c * kW + warp;
-      if (kb < m.KB) {
-        const uint8_t* st = ring + size_t(s) * stage_bytes(m.sb);
-        uint4 wq[2];
-        uint2 ws[2];
+      const long long t0 = tick<TR>();
+      wait_parity(smem_addr(&full[s]), parity, GEMM1 ? 1 : 2, it);
+      if (threadIdx.x == 0) trace_add<TR>(GEMM1 ? kTrSumWait1 : kTrSumWait2, t0);
+      if (GEMM1 && it == 0 && threadIdx.x == 0) stamp<TR>(p, kTrLanded);
+      // k-blocks warp + kW * j of the stage, j < kpw: their loads first, then the MMAs
+      const uint8_t* st = ring + size_t(s) * m.bytes();
+      uint4 wq[kMaxKpw][2];
+      uint2 ws[kMaxKpw][2];
+      bool on[kMaxKpw];
+#pragma unroll
+      for (int j = 0; j < kMaxKpw; ++j) {
+        const int kl = warp + kW * j;
+        on[j] = j < p.kpw && c * m.per + kl < m.KB && !(TR && p.probe == 1);
+        if (!on[j]) continue;
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-          wq[mt] = *reinterpret_cast<const uint4*>(st + (mt * kW + warp) * kFragBytes + lane * 16);
-          const uint8_t* sp = st + 2 * kW * kFragBytes + (mt * kW + warp) * m.sb + g * (m.sb / 8);
-          ws[mt] = MX ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
+          wq[j][mt] = *reinterpret_cast<const uint4*>(st + (mt * m.per + kl) * kFragBytes + lane * 16);
+          const uint8_t* sp = st + 2 * m.per * kFragBytes + (mt * m.per + kl) * m.sb + g * (m.sb / 8);
+          ws[j][mt] = MX ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
         }
-        const uint32_t* b = reinterpret_cast<const uint32_t*>(arow + kb * kFragK * 2) + t;
+      }
+#pragma unroll
+      for (int j = 0; j < kMaxKpw; ++j) {
+        if (!on[j]) continue;
+        const uint32_t* b = reinterpret_cast<const uint32_t*>(arow + (c * m.per + warp + kW * j) * kFragK * 2) + t;
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
             uint32_t a[4];
-            sm80::weight_a_frag(a, wq[mt], ws[mt], kk, MX, decode_low);
+            sm80::weight_a_frag(a, wq[j][mt], ws[j][mt], kk, MX, decode_low, mul16);
             ptx::mma_m16n8k16_bf16(acc[mt][0], a, b[kk * 8], b[kk * 8 + 4]);
           }
       }
       __syncwarp();
       if (lane == 0) ptx::mbarrier_arrive(smem_addr(&empty[s]));
+      if (++s == p.stages) {
+        s = 0;
+        parity ^= 1u;
+      }
     }
-    // the 16 warps' sums of the unit meet; warp (u - u0) % kW adds them in warp order
-    const int n = u - u0;
-    float* buf = partials + (n & 1) * (kW * kAccFloats * 32);
+    // The warp's sums of unit j of the batch, kept; at the batch's end the 16 warps meet, add
+    // each sum in warp order (every consumer thread some of them), meet again, and warps
+    // [0, nb) run the nb epilogues at once.
     const float (&flat)[kAccFloats] = reinterpret_cast<const float (&)[kAccFloats]>(acc);
 #pragma unroll
-    for (int i = 0; i < kAccFloats; ++i) buf[(warp * kAccFloats + i) * 32 + lane] = flat[i];
+    for (int i = 0; i < kAccFloats; ++i) partials[((j * kW + warp) * kAccFloats + i) * 32 + lane] = flat[i];
+    if (j + 1 < nb) continue;
+    const long long t0 = tick<TR>();
     ptx::named_barrier_sync(1, kW * 32);
-    if (warp == n % kW) {
+    for (int q = threadIdx.x; q < nb * kAccFloats * 32; q += kW * 32) {
+      const float* in = partials + (q / (kAccFloats * 32)) * (kW * kAccFloats * 32) + q % (kAccFloats * 32);
+      float sum = in[0];
+#pragma unroll
+      for (int v = 1; v < kW; ++v) sum += in[v * kAccFloats * 32];
+      sums[q] = sum;
+    }
+    ptx::named_barrier_sync(1, kW * 32);
+    if (threadIdx.x == 0) trace_add<TR>(kTrSumMeet, t0);
+    if (warp < nb) {
+      const long long t1 = tick<TR>();
+      const int ue = ub + warp, egid = ue / m.RP, erp = ue % m.RP;
       float sum[2][1][4];
       float (&sf)[kAccFloats] = reinterpret_cast<float (&)[kAccFloats]>(sum);
 #pragma unroll
-      for (int i = 0; i < kAccFloats; ++i) sf[i] = buf[i * 32 + lane];
-      for (int v = 1; v < kW; ++v)
-#pragma unroll
-        for (int i = 0; i < kAccFloats; ++i) sf[i] += buf[(v * kAccFloats + i) * 32 + lane];
-      auto out_row = [&](int, int cc) -> int64_t { return G.slot[gid][2 * t + cc]; };
-      if constexpr (GEMM1) sm80::epilogue_gemm1<1>(p.epi1, w, e, 2 * rp, g, w.epi[e] * p.mult1, sum, out_row);
-      else sm80::epilogue_gemm2<1>(p.epi2, w, e, 2 * rp, g, w.epi[e] * p.mult2, sum, out_row);
+      for (int i = 0; i < kAccFloats; ++i) sf[i] = sums[(warp * kAccFloats + i) * 32 + lane];
+      auto out_row = [&](int, int cc) -> int64_t { return G.slot[egid][2 * t + cc]; };
+      if constexpr (GEMM1) sm80::epilogue_gemm1<1>(p.epi1, w, G.expert[egid], 2 * erp, g, escale, sum, out_row);
+      else sm80::epilogue_gemm2<1>(p.epi2, w, G.expert[egid], 2 * erp, g, escale, sum, out_row);
+      if (threadIdx.x == 0) trace_add<TR>(kTrSumEpi, t1);
     }
   }
   return it;
 }
 #endif  // FP4MOE_SM90A
 
-template <bool MX>
+template <bool MX, bool TR>
 __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params p) {
 #if defined(FP4MOE_SM90A)
   extern __shared__ __align__(128) uint8_t smem[];
@@ -269,73 +480,35 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
   float* partials = reinterpret_cast<float*>(smem);
   uint8_t* act = smem + p.act_off;
   uint8_t* ring = smem + p.ring_off;
+  if (threadIdx.x == 0) stamp<TR>(p, kTrStart);
+  if (TR && threadIdx.x < kTrSumCount) s_trace_sum[threadIdx.x] = 0;
 
-  // ---- 1. the slots' groups ----
-  if (threadIdx.x == 0) {
+  // ---- 1. the slots' groups (warp 0; meanwhile the other consumer warps stage x) ----
+  if (warp == kW && lane == 0) {
     for (int s = 0; s < p.stages; ++s) {
       ptx::mbarrier_init(smem_addr(&full[s]), 1);
       ptx::mbarrier_init(smem_addr(&empty[s]), kW);
     }
     ptx::fence_proxy_async_shared();  // the initialized barriers, visible to the bulk copies' complete_tx
   }
-  if (threadIdx.x < n) G.e[threadIdx.x] = local_expert(p.ids[threadIdx.x], p.map, p.E, p.w13.num_experts);
-  if (blockIdx.x == 0 && warp == 0) {
-    bool bad = false;
-    for (int s = lane; s < n; s += 32) bad |= p.ids[s] < -1 || p.ids[s] >= p.E;
-    const bool any_bad = __any_sync(0xFFFFFFFFu, bad);  // (every lane: the vote's mask names them all)
-    if (lane == 0) *p.status = any_bad ? kStatusBadId : 0u;
+  if (warp == 0) {
+    group_slots(p, n, G);
+  } else if (warp < kW) {
+    stage_x(p, act);
   }
   __syncthreads();
-  int occ = 0;
-  if (threadIdx.x < n) {
-    const int e = G.e[threadIdx.x];
-    for (int j = 0; j < int(threadIdx.x); ++j) occ += G.e[j] == e;
-    G.lead[threadIdx.x] = e >= 0 && occ % kLayerGroupSlots == 0;
-  }
-  __syncthreads();
-  if (threadIdx.x < n && G.lead[threadIdx.x]) {
-    int gid = 0;
-    for (int j = 0; j < int(threadIdx.x); ++j) gid += G.lead[j];
-    G.expert[gid] = G.e[threadIdx.x];
-#pragma unroll
-    for (int c = 0; c < kLayerGroupSlots; ++c) G.slot[gid][c] = -1;
-  }
-  __syncthreads();
-  if (threadIdx.x < n && G.e[threadIdx.x] >= 0) {
-    // this slot's group: that of the slot that starts it (the same expert, occ rounded down)
-    const int e = G.e[threadIdx.x], want = occ - occ % kLayerGroupSlots;
-    int seen = 0, leader = 0;
-    for (int j = 0; j < int(threadIdx.x); ++j)
-      if (G.e[j] == e) {
-        if (seen == want) leader = j;
-        ++seen;
-      }
-    if (want == occ) leader = threadIdx.x;
-    int gid = 0;
-    for (int j = 0; j < leader; ++j) gid += G.lead[j];
-    G.slot[gid][occ % kLayerGroupSlots] = int8_t(threadIdx.x);
-  }
-  if (threadIdx.x == 0) {
-    int groups = 0;
-    for (int j = 0; j < n; ++j) groups += G.lead[j];
-    G.count = groups;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    G.off[0] = 0;
-    for (int gi = 0; gi < G.count; ++gi) {
-      int c = 0;
-      while (c < kLayerGroupSlots && G.slot[gi][c] >= 0) ++c;
-      G.off[gi + 1] = G.off[gi] + c;
-    }
-  }
-  __syncthreads();
+  if (threadIdx.x == 0) stamp<TR>(p, kTrSlots);
 
-  const Mat m1(p.w13), m2(p.w2);
+  const Mat m1(p.w13, p.kpw), m2(p.w2, p.kpw);
   int a0, a1, b0, b1;  // the CTA's units of GEMM 1 and GEMM 2
   share(G.count * m1.RP, a0, a1);
   share(G.count * m2.RP, b0, b1);
   const int n1 = (a1 - a0) * m1.chunks(), n2 = (b1 - b0) * m2.chunks();
+  if (TR && threadIdx.x == 0) {
+    stamp<TR>(p, kTrGroups);
+    p.trace[size_t(blockIdx.x) * 2 * kTraceEvents + kTrUnits1] = uint64_t(a1 - a0);
+    p.trace[size_t(blockIdx.x) * 2 * kTraceEvents + kTrUnits2] = uint64_t(b1 - b0);
+  }
 
   if (warp == kW) {
     // ---- 2. the producer ----
@@ -343,14 +516,18 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
     if (lane == 0) {
       int it = 0;
       for (int u = a0; u < a1; ++u)
-        for (int c = 0; c < m1.chunks(); ++c, ++it)
-          issue_stage(p.w13, m1, G.expert[u / m1.RP], u % m1.RP, c, it, p.stages, ring, full, empty);
+        for (int c = 0; c < m1.chunks(); ++c, ++it) {
+          issue_stage<TR>(p, p.w13, m1, G.expert[u / m1.RP], u % m1.RP, c, it, p.stages, ring, full, empty);
+          if (it == 0) stamp<TR>(p, kTrIssue1);
+        }
+      stamp<TR>(p, kTrIssued1);
       // GEMM 2's first `ahead` stages reuse slots of GEMM 1's stages (or none), which the
       // consumers release before they reach the barrier: these waits end before it.
       int i = 0;
       for (int u = b0; u < b1 && i < ahead; ++u)
         for (int c = 0; c < m2.chunks() && i < ahead; ++c, ++it, ++i)
-          issue_stage(p.w2, m2, G.expert[u / m2.RP], u % m2.RP, c, it, p.stages, ring, full, empty);
+          issue_stage<TR>(p, p.w2, m2, G.expert[u / m2.RP], u % m2.RP, c, it, p.stages, ring, full, empty);
+      stamp<TR>(p, kTrIssuedAhead);
     }
     __syncwarp();
     grid_barrier(p.barrier, 1);
@@ -358,49 +535,20 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
       int it = n1, i = 0;
       for (int u = b0; u < b1; ++u)
         for (int c = 0; c < m2.chunks(); ++c, ++it, ++i)
-          if (i >= ahead) issue_stage(p.w2, m2, G.expert[u / m2.RP], u % m2.RP, c, it, p.stages, ring, full, empty);
+          if (i >= ahead) issue_stage<TR>(p, p.w2, m2, G.expert[u / m2.RP], u % m2.RP, c, it, p.stages, ring, full, empty);
     }
     __syncwarp();
     grid_barrier(p.barrier, 2);
   } else {
-    // ---- 3. x into shared memory, GEMM 1 ----
-    const int K1 = p.w13.K, Kp1 = p.w13.Kp;
-    if (p.w4a4) {
-      for (int i = threadIdx.x; i < p.T * (Kp1 / kNvfp4Block); i += kW * 32) {
-        const int r = i / (Kp1 / kNvfp4Block), b = i % (Kp1 / kNvfp4Block);
-        uint4* o = reinterpret_cast<uint4*>(act + size_t(r) * p.x_row_bytes + b * kNvfp4Block * 2);
-        if (b * kNvfp4Block >= K1) {
-          o[0] = o[1] = make_uint4(0u, 0u, 0u, 0u);
-          continue;
-        }
-        uint32_t lo, hi, v[4];
-        const float sc = e4m3_to_f32(act::quantize_block(p.x, r, b, p.gs1, lo, hi));
-        nvfp4_values_bf16x8(lo, sc, v);
-        o[0] = make_uint4(v[0], v[1], v[2], v[3]);
-        nvfp4_values_bf16x8(hi, sc, v);
-        o[1] = make_uint4(v[0], v[1], v[2], v[3]);
-      }
-    } else {
-      for (int i = threadIdx.x; i < p.T * (Kp1 / 8); i += kW * 32) {
-        const int r = i / (Kp1 / 8), c = (i % (Kp1 / 8)) * 8;
-        uint32_t wd[4] = {0u, 0u, 0u, 0u};
-        if (c < K1) {
-          float v[8];
-          act::load_row<8>(p.x, r, c, v);
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            wd[j] = uint32_t(bf16_from_f32(v[2 * j])) | (uint32_t(bf16_from_f32(v[2 * j + 1])) << 16);
-        }
-        *reinterpret_cast<uint4*>(act + size_t(r) * p.x_row_bytes + c * 2) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
-      }
-    }
-    ptx::named_barrier_sync(1, kW * 32);
+    // ---- 3. GEMM 1 (x is in shared memory) ----
     auto x_row = [&](int gid, int col) { return act + size_t(G.slot[gid][col] / p.k) * p.x_row_bytes; };
     int it = 0;
-    if (MX) it = consume<true, true>(p, p.w13, G, a0, a1, it, ring, partials, full, empty, x_row);
-    else it = consume<false, true>(p, p.w13, G, a0, a1, it, ring, partials, full, empty, x_row);
+    if (MX) it = consume<true, true, TR>(p, p.w13, G, a0, a1, it, ring, partials, full, empty, x_row);
+    else it = consume<false, true, TR>(p, p.w13, G, a0, a1, it, ring, partials, full, empty, x_row);
 
+    if (threadIdx.x == 0) stamp<TR>(p, kTrGemm1);
     grid_barrier(p.barrier, 1);
+    if (threadIdx.x == 0) stamp<TR>(p, kTrBarrier1);
 
     // ---- 4. the h rows of the CTA's GEMM 2 groups, GEMM 2 ----
     const int I = p.w2.K, Ip = p.w2.Kp;
@@ -417,40 +565,60 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
       *reinterpret_cast<uint4*>(act + size_t(r) * p.h_row_bytes + c * 2) = v;
     }
     ptx::named_barrier_sync(1, kW * 32);
+    if (threadIdx.x == 0) stamp<TR>(p, kTrHLoaded);
     auto h_row = [&](int gid, int col) {
       return act + size_t(G.off[gid] - G.off[gfirst] + col) * p.h_row_bytes;
     };
-    if (MX) consume<true, false>(p, p.w2, G, b0, b1, it, ring, partials, full, empty, h_row);
-    else consume<false, false>(p, p.w2, G, b0, b1, it, ring, partials, full, empty, h_row);
+    if (MX) consume<true, false, TR>(p, p.w2, G, b0, b1, it, ring, partials, full, empty, h_row);
+    else consume<false, false, TR>(p, p.w2, G, b0, b1, it, ring, partials, full, empty, h_row);
 
+    if (threadIdx.x == 0) stamp<TR>(p, kTrGemm2);
     grid_barrier(p.barrier, 2);
+    if (threadIdx.x == 0) stamp<TR>(p, kTrBarrier2);
   }
 
   // ---- 5. the combine: kOutCols columns of one token per thread (combine.cu's arithmetic) ----
   const int H = p.w2.N;
   const size_t esize = p.out_dt == 0 ? 4 : 2;
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < int64_t(p.T) * (H / kOutCols);
-       i += int64_t(gridDim.x) * kThreads) {
-    const int tok = int(i / (H / kOutCols)), c = int(i % (H / kOutCols)) * kOutCols;
-    float acc[kOutCols] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int j = 0; j < p.k; ++j) {
-      const int s = tok * p.k + j;
-      if (G.e[s] < 0) continue;
-      const float wj = p.wts ? p.wts[s] : 1.0f;
-      const float4 yv = __ldcg(reinterpret_cast<const float4*>(p.y + size_t(s) * H + c));
-      acc[0] = __fadd_rn(acc[0], __fmul_rn(wj, yv.x));
-      acc[1] = __fadd_rn(acc[1], __fmul_rn(wj, yv.y));
-      acc[2] = __fadd_rn(acc[2], __fmul_rn(wj, yv.z));
-      acc[3] = __fadd_rn(acc[3], __fmul_rn(wj, yv.w));
-    }
+  // (item i to CTA i % grid: the few items of the fewest tokens spread over the SMs)
+  for (int i = int(threadIdx.x) * int(gridDim.x) + int(blockIdx.x); i < p.T * (H / kOutCols);
+       i += int(gridDim.x) * kThreads) {
+    const int tok = i / (H / kOutCols), c = (i % (H / kOutCols)) * kOutCols;
     void* o = static_cast<uint8_t*>(p.out) + size_t(tok * p.out_stride + c) * esize;
+    float old[kOutCols];
+    if (p.accumulate) read_out(o, p.out_dt, old);
+    float acc[kOutCols] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int j0 = 0; j0 < p.k; j0 += 8) {
+      // the loads of 8 slots first (every slot's y row exists; those of slots not run are not read
+      // into the sum), then the sums in slot order
+      float4 yv[8];
+      float wj[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int s = tok * p.k + min(j0 + j, p.k - 1);
+        yv[j] = __ldcg(reinterpret_cast<const float4*>(p.y + size_t(s) * H + c));
+        wj[j] = p.wts ? p.wts[s] : 1.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (j0 + j >= p.k || G.e[tok * p.k + j0 + j] < 0) continue;
+        acc[0] = __fadd_rn(acc[0], __fmul_rn(wj[j], yv[j].x));
+        acc[1] = __fadd_rn(acc[1], __fmul_rn(wj[j], yv[j].y));
+        acc[2] = __fadd_rn(acc[2], __fmul_rn(wj[j], yv[j].z));
+        acc[3] = __fadd_rn(acc[3], __fmul_rn(wj[j], yv[j].w));
+      }
+    }
     if (p.accumulate) {
-      float old[kOutCols];
-      read_out(o, p.out_dt, old);
 #pragma unroll
       for (int q = 0; q < kOutCols; ++q) acc[q] = __fadd_rn(old[q], acc[q]);
     }
     write_out(o, p.out_dt, acc);
+  }
+  if constexpr (TR) {
+    __syncthreads();
+    if (threadIdx.x == 0) stamp<TR>(p, kTrEnd);
+    if (threadIdx.x < kTrSumCount)
+      p.trace[size_t(blockIdx.x) * 2 * kTraceEvents + kTrSums + threadIdx.x] = uint64_t(s_trace_sum[threadIdx.x]);
   }
 #endif  // FP4MOE_SM90A
 }
@@ -458,15 +626,64 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
 std::atomic<int64_t> g_launches{0};
 std::atomic<int> g_tokens{-1};  // decode_layer_tokens: -1 not read yet
 
+// FP4MOE_LAYER_TRACE=path: the stamps' device buffer (allocated at the first forward, one per
+// process: a measuring aid for one device), written to path at exit.
+struct Trace {
+  uint64_t* dev = nullptr;
+  int ctas = 0;
+  std::string path;
+};
+Trace& trace() {
+  static Trace t;
+  return t;
+}
+void write_trace() {
+  Trace& t = trace();
+  std::vector<uint64_t> h(size_t(t.ctas) * 2 * kTraceEvents);
+  if (cudaMemcpy(h.data(), t.dev, h.size() * 8, cudaMemcpyDeviceToHost) != cudaSuccess) return;
+  if (FILE* f = std::fopen(t.path.c_str(), "w")) {
+    for (int c = 0; c < t.ctas; ++c) {
+      for (int i = 0; i < 2 * kTraceEvents; ++i)
+        std::fprintf(f, "%s%llu", i ? " " : "", (unsigned long long)h[size_t(c) * 2 * kTraceEvents + i]);
+      std::fprintf(f, "\n");
+    }
+    std::fclose(f);
+  }
+}
+uint64_t* trace_buffer(int ctas, cudaStream_t stream) {
+  Trace& t = trace();
+  if (t.dev == nullptr) {
+    const char* path = std::getenv("FP4MOE_LAYER_TRACE");
+    if (path == nullptr || *path == 0) return nullptr;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    FP4MOE_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+    if (cs != cudaStreamCaptureStatusNone) return nullptr;  // (allocated at an eager forward only)
+    t.path = path;
+    t.ctas = ctas;
+    FP4MOE_CUDA_CHECK(cudaMalloc(&t.dev, size_t(ctas) * 2 * kTraceEvents * 8));
+    FP4MOE_CUDA_CHECK(cudaMemset(t.dev, 0, size_t(ctas) * 2 * kTraceEvents * 8));
+    std::atexit(write_trace);
+  }
+  return t.ctas >= ctas ? t.dev : nullptr;
+}
+
 int tokens_from_env() { return std::clamp(env_int("FP4MOE_DECODE_LAYER", kLayerDefaultTokens), 0, kLayerMaxTokens); }
 
 // The shared memory plan of one forward: the activation region and the ring's stages.
 struct Plan {
   std::string why;
-  int stages = 0, x_row_bytes = 0, h_row_bytes = 0;
+  int stages = 0, batch = 0, kpw = 1, x_row_bytes = 0, h_row_bytes = 0;
   uint32_t act_off = 0, ring_off = 0, smem = 0;
   int grid = 0;
 };
+
+// The k-blocks per consumer warp and stage the plan prefers: FP4MOE_LAYER_KPW (1 or 2; a
+// measuring aid, read once), else kDefaultKpw.
+constexpr int kDefaultKpw = 2;
+int kpw_choice() {
+  static const int kpw = std::clamp(env_int("FP4MOE_LAYER_KPW", kDefaultKpw), 1, kMaxKpw);
+  return kpw;
+}
 
 Plan plan(const CudaWeights& cw, int64_t T, int64_t k) {
   Plan pl;
@@ -481,26 +698,49 @@ Plan plan(const CudaWeights& cw, int64_t T, int64_t k) {
   pl.x_row_bytes = cw.w13.Kp * 2 + 16;
   pl.h_row_bytes = cw.w2.Kp * 2 + 16;
   const int64_t act_bytes = std::max<int64_t>(T * pl.x_row_bytes, rows2 * pl.h_row_bytes);
-  pl.act_off = kPartialBytes;
-  pl.ring_off = uint32_t((pl.act_off + act_bytes + 127) / 128 * 128);
   int optin = 0;
   FP4MOE_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   const int sb = frag_scale_bytes(cw.w13.block);
-  const int64_t room = int64_t(optin) - 2048 - pl.ring_off;  // 2 KiB: the static tables
-  pl.stages = int(std::min<int64_t>(kMaxStages, std::max<int64_t>(0, room / stage_bytes(sb))));
-  if (pl.stages < kMinStages) {
+  // The preferred k-blocks per warp and stage (kpw_choice), else 1; with it the largest batch of
+  // units whose sums meet at once that leaves a ring of kGoodStages one-k-block stages' bytes
+  // (fewer meetings), else the largest that leaves kMinStages; and never fewer than 2 stages.
+  for (const int kpw : {kpw_choice(), 1}) {
+    for (const int want : {kGoodStages, kMinStages}) {
+      for (int batch = kMaxBatch; batch >= 1 && pl.batch == 0; --batch) {
+        const uint32_t act_off = partial_bytes(batch);
+        const uint32_t ring_off = uint32_t((act_off + act_bytes + 127) / 128 * 128);
+        const int64_t room = int64_t(optin) - 2048 - ring_off;  // 2 KiB: the static tables
+        const int stages =
+            int(std::min<int64_t>(kMaxStages, std::max<int64_t>(0, room / stage_bytes(sb, kpw))));
+        if (stages * kpw < want || stages < 2) continue;
+        pl.batch = batch;
+        pl.kpw = kpw;
+        pl.stages = stages;
+        pl.act_off = act_off;
+        pl.ring_off = ring_off;
+      }
+    }
+  }
+  if (pl.batch == 0) {
+    const int64_t room = int64_t(optin) - 2048 - (partial_bytes(1) + act_bytes);
+    pl.stages = int(std::max<int64_t>(0, room / stage_bytes(sb, 1)));
     pl.why = "the activations (" + std::to_string(act_bytes) + " bytes) leave shared memory for " +
              std::to_string(pl.stages) + " stages, fewer than " + std::to_string(kMinStages);
     return pl;
   }
-  pl.smem = pl.ring_off + uint32_t(pl.stages * stage_bytes(sb));
+  pl.smem = pl.ring_off + uint32_t(pl.stages * stage_bytes(sb, pl.kpw));
   pl.grid = sms;
   return pl;
 }
 
-template <bool MX>
-std::string kernel_ready(int dev, uint32_t smem) {
-  auto kern = decode_layer_kernel<MX>;
+using Kernel = void (*)(Params);
+// The kernel of a format (MXFP4: mx) with or without the stamps (FP4MOE_LAYER_TRACE).
+Kernel kernel_of(bool mx, bool traced) {
+  if (mx) return traced ? decode_layer_kernel<true, true> : decode_layer_kernel<true, false>;
+  return traced ? decode_layer_kernel<false, true> : decode_layer_kernel<false, false>;
+}
+
+std::string kernel_ready(Kernel kern, int dev, uint32_t smem) {
   FP4MOE_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int per_sm = 0;
   FP4MOE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem));
@@ -559,10 +799,9 @@ bool decode_layer(const DeviceWeights& w, const DecodeLayerArgs& a, cudaStream_t
   const auto& cw = static_cast<const CudaWeights&>(w);
   const Plan pl = check(cw, a.T, a.k, a.w4a4);
   if (!pl.why.empty()) return false;
-  const bool mx = cw.w13.block == 32;
-  if (const std::string why = mx ? kernel_ready<true>(cw.device, pl.smem) : kernel_ready<false>(cw.device, pl.smem);
-      !why.empty())
-    return false;
+  uint64_t* const stamps = trace_buffer(pl.grid, stream);
+  const Kernel kern = kernel_of(cw.w13.block == 32, stamps != nullptr);
+  if (!kernel_ready(kern, cw.device, pl.smem).empty()) return false;
 
   Params p{};
   p.w13 = cw.w13;
@@ -604,10 +843,14 @@ bool decode_layer(const DeviceWeights& w, const DecodeLayerArgs& a, cudaStream_t
   p.out_stride = a.out_stride;
   p.accumulate = a.accumulate;
   p.stages = pl.stages;
+  p.batch = pl.batch;
+  p.kpw = pl.kpw;
   p.x_row_bytes = pl.x_row_bytes;
   p.h_row_bytes = pl.h_row_bytes;
   p.act_off = pl.act_off;
   p.ring_off = pl.ring_off;
+  p.trace = stamps;
+  p.probe = env_int("FP4MOE_LAYER_PROBE", 0);
 
   FP4MOE_CUDA_CHECK(cudaMemsetAsync(a.barrier, 0, sizeof(unsigned), stream));
   cudaLaunchAttribute attr[1];
@@ -620,13 +863,12 @@ bool decode_layer(const DeviceWeights& w, const DecodeLayerArgs& a, cudaStream_t
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  if (mx) FP4MOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_layer_kernel<true>, p));
-  else FP4MOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_layer_kernel<false>, p));
+  FP4MOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, p));
   g_launches.fetch_add(1, std::memory_order_relaxed);
   if (gemm_log_on()) {
     char line[256];
-    std::snprintf(line, sizeof line, "decode layer T=%lld k=%lld H=%d I=%d: one kernel, %d CTAs, %d stages, %u B shared",
-                  (long long)a.T, (long long)a.k, cw.w2.N, cw.w2.K, pl.grid, pl.stages, pl.smem);
+    std::snprintf(line, sizeof line, "decode layer T=%lld k=%lld H=%d I=%d: one kernel, %d CTAs, %d stages of %d k-blocks, batches of %d units, %u B shared",
+                  (long long)a.T, (long long)a.k, cw.w2.N, cw.w2.K, pl.grid, pl.stages, kW * pl.kpw, pl.batch, pl.smem);
     gemm_log(line);
   }
   return true;

@@ -10,11 +10,14 @@
 // producer warp), GEMM 2's first stages already in flight while GEMM 1 ends; two grid-wide
 // barriers (all CTAs resident: a cooperative launch) stand where the kernel boundaries were.
 //
-// Measured on the H200 (notes v39), T = 1 W4A16: 42-63% slower than the chain (qwen3-30b 30.0
-// against 18.9 us, qwen3-235b 56.1 / 35.8, gpt-oss-120b 43.6 / 27.4, kimi-k2 99.3 / 69.8). ncu
-// (qwen3-30b): the kernel alone 33 us, DRAM 13% of its peak; its warps wait at CTA barriers
-// (44% of the stall cycles: every unit ends with all 16 consumer warps meeting and one adding
-// and storing) and in the barriers' polling loops. So it is off by default (decode_layer_tokens).
+// Measured on the H200 (notes v39, v40), T = 1 W4A16: 26-35% slower than the chain (v40:
+// qwen3-30b 23.8 against 18.9 us, qwen3-235b 45.5 / 35.7, gpt-oss-120b 36.8 / 27.3, kimi-k2
+// 85.6 / 69.8). Its phases, stamped per CTA (FP4MOE_LAYER_TRACE): the copies alone stream at
+// the full copy rate (kimi-k2's 1.4 MB per SM in 46 us), the weight decode and MMAs alone take
+// about twice that (83 us; ncu: 0.53 instructions issued per cycle and scheduler, 4.2 warps),
+// and at qwen3-30b the fixed part is ~12 us of 25 (2.9 us to the units' plan, two grid barriers
+// ~1 us each, h's load 0.7, the combine 1.3, the launch and memset ~4.5). So it is off by
+// default (decode_layer_tokens).
 //
 // Results: the same values as the pipeline's (the same weight decode, epilogues, activation
 // quantization and combine order); the fp32 sums of one output add their k-blocks in an order
