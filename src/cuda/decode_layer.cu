@@ -328,12 +328,12 @@ __device__ __forceinline__ void share(int total, int& u0, int& u1) {
 }
 
 struct Mat {
-  int KB, NB, RP, sb, per;  // per: k-blocks a stage
-  __device__ Mat(const WeightMatrix& w, int kpw)
+  int KB, NB, RP, sb, kpw, per;  // per: k-blocks a stage
+  __device__ Mat(const WeightMatrix& w, int kpw_)
       : KB(w.Kp / kFragK), NB(w.N / kFragRows), RP((w.N / kFragRows + 1) / 2), sb(frag_scale_bytes(w.block)),
-        per(kW * kpw) {}
+        kpw(kpw_), per(kW * kpw_) {}
   __device__ int chunks() const { return (KB + per - 1) / per; }
-  __device__ int bytes() const { return 2 * per * (kFragBytes + sb); }
+  __device__ int bytes() const { return stage_bytes(sb, kpw); }
 };
 
 // The producer's stage `it` (unit of group gid, row pair rp, chunk c of `m`): waits for the
@@ -653,7 +653,7 @@ void write_trace() {
 uint64_t* trace_buffer(int ctas, cudaStream_t stream) {
   Trace& t = trace();
   if (t.dev == nullptr) {
-    const char* path = std::getenv("FP4MOE_LAYER_TRACE");
+    static const char* const path = std::getenv("FP4MOE_LAYER_TRACE");  // (read once)
     if (path == nullptr || *path == 0) return nullptr;
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     FP4MOE_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
@@ -850,7 +850,8 @@ bool decode_layer(const DeviceWeights& w, const DecodeLayerArgs& a, cudaStream_t
   p.act_off = pl.act_off;
   p.ring_off = pl.ring_off;
   p.trace = stamps;
-  p.probe = env_int("FP4MOE_LAYER_PROBE", 0);
+  static const int probe = env_int("FP4MOE_LAYER_PROBE", 0);  // (read once)
+  p.probe = probe;
 
   FP4MOE_CUDA_CHECK(cudaMemsetAsync(a.barrier, 0, sizeof(unsigned), stream));
   cudaLaunchAttribute attr[1];
