@@ -15,6 +15,8 @@
 // Occupancy is capped with dynamic shared memory. Each timing reads one of several copies of
 // the buffer in turn so that nothing is served from L2; median of the runs.
 //
+// Bulk mode (v41): the same slices through per-warp rings of cp.async.bulk copies (bulk_slices).
+//
 // Build: nvcc -O3 -std=c++17 -arch=sm_90a -o read_pattern bench/probes/read_pattern.cu
 // Run:   ./read_pattern            (prints one line per configuration, TB/s of bytes read)
 #include <cuda_runtime.h>
@@ -95,6 +97,75 @@ __global__ void warp_slices(const uint4* __restrict__ buf, int R, int KB, int sp
   if (acc == 0x9e3779b9u) sink[lane] = acc + pad[0];
 }
 
+// The decode pattern through bulk copies: lane 0 of each warp copies D k-blocks of both row
+// tiles of its slice at once (two cp.async.bulk of D * 512 contiguous bytes, one mbarrier) into
+// the warp's ring of S stages in shared memory, S stages ahead; the lanes read their 16 bytes of
+// each k-block back (as the decode kernels' lanes read their registers) and fold them.
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void bar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{ .reg .pred p;\n"
+      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra W;\n}" :: "r"(smem_u32(bar)), "r"(parity) : "memory");
+}
+template <int D, int S>
+__global__ void bulk_slices(const uint8_t* __restrict__ buf, int R, int KB, int splits, int kps, uint32_t* sink,
+                            uint32_t* check) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  constexpr int kStage = 2 * D * kBlockBytes, kRegion = 128 + S * kStage;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t g = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t units = int64_t(R / 2) * splits;
+  if (g >= units) return;
+  const int pair = int(g / splits), slice = int(g % splits);
+  const int kb0 = slice * kps, kb1 = min(KB, kb0 + kps);
+  if (kb0 >= kb1) return;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + warp * kRegion);
+  uint8_t* ring = smem + warp * kRegion + 128;
+  const int stages = (kb1 - kb0 + D - 1) / D;
+  auto issue = [&](int s, int kb) {  // lane 0
+    const uint32_t n = uint32_t(min(D, kb1 - kb));
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_u32(&bars[s])),
+                 "r"(2 * n * kBlockBytes) : "memory");
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+      bulk_copy(ring + s * kStage + t * D * kBlockBytes, buf + (int64_t(2 * pair + t) * KB + kb) * kBlockBytes,
+                n * kBlockBytes, &bars[s]);
+  };
+  if (lane == 0) {
+    for (int s = 0; s < S; ++s)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(&bars[s])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int i = 0; i < min(S, stages); ++i) issue(i, kb0 + i * D);
+  }
+  __syncwarp();
+  uint32_t acc = 0;
+  for (int i = 0; i < stages; ++i) {
+    const int s = i % S;
+    bar_wait(&bars[s], uint32_t(i / S) & 1u);
+    const int n = min(D, kb1 - (kb0 + i * D));
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+        if (d < n) {
+          const uint4 v = *reinterpret_cast<const uint4*>(ring + s * kStage + (t * D + d) * kBlockBytes + lane * 16);
+          acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+    __syncwarp();
+    if (lane == 0 && i + S < stages) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the lanes' reads before the copy's writes
+      issue(s, kb0 + (i + S) * D);
+    }
+  }
+  if (check) atomicXor(check, acc);
+  else if (acc == 0x9e3779b9u) sink[lane] = acc;
+}
+
 struct Timer {
   cudaEvent_t a, b;
   Timer() { CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b)); }
@@ -159,6 +230,48 @@ int main(int argc, char** argv) {
           std::printf("%-8s %-6s %6d %3d %5d %8.1f us %6.2f TB/s\n", km ? "kmajor" : "rmajor", "slices", splits, d, wps,
                       s * 1e6, bytes / s / 1e12);
         }
+  // Bulk copies: 4-warp CTAs, occupancy set by each variant's rings. Each variant is first
+  // checked: the XOR of every lane's fold over random data must be the buffer's XOR.
+  std::vector<uint32_t> host(bytes / 4);
+  uint32_t x = 12345u, want = 0;
+  for (auto& v : host) {
+    x = x * 1664525u + 1013904223u;
+    v = x;
+    want ^= x;
+  }
+  uint8_t* rnd;
+  CK(cudaMalloc(&rnd, bytes));
+  CK(cudaMemcpy(rnd, host.data(), bytes, cudaMemcpyHostToDevice));
+  for (int splits : {2, 4, 7, 14}) {
+    const int kps = (KB + splits - 1) / splits;
+    auto run = [&](auto kern, int d, int st) {
+      const int threads = 128;
+      const int smem = 4 * (128 + st * 2 * d * kBlockBytes);
+      CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      int per_sm = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, threads, smem));
+      const int64_t units = int64_t(R / 2) * splits;
+      const int grid = int((units * 32 + threads - 1) / threads);
+      CK(cudaMemset(sink, 0, 4));
+      kern<<<grid, threads, smem>>>(rnd, R, KB, splits, kps, sink + 1, sink);
+      CK(cudaDeviceSynchronize());
+      uint32_t got = 0;
+      CK(cudaMemcpy(&got, sink, 4, cudaMemcpyDeviceToHost));
+      if (got != want) std::printf("bulk D %d S %d splits %d: WRONG fold %08x, want %08x\n", d, st, splits, got, want);
+      const double s = time_it([&](const uint4* b) {
+        kern<<<grid, threads, smem>>>(reinterpret_cast<const uint8_t*>(b), R, KB, splits, kps, sink + 8, nullptr);
+      });
+      std::printf("%-8s %-6s %6d %3d %5d %8.1f us %6.2f TB/s  (ring %d x %d k-blocks)\n", "rmajor", "bulk", splits, d,
+                  per_sm * 4, s * 1e6, bytes / s / 1e12, st, d);
+    };
+    run(bulk_slices<1, 4>, 1, 4);
+    run(bulk_slices<2, 2>, 2, 2);
+    run(bulk_slices<2, 4>, 2, 4);
+    run(bulk_slices<4, 2>, 4, 2);
+    run(bulk_slices<4, 3>, 4, 3);
+    run(bulk_slices<8, 2>, 8, 2);
+    run(bulk_slices<16, 2>, 16, 2);
+  }
   std::printf("columns: layout, pattern, K slices per row pair, k-blocks per batch (D), warps per SM cap, median us, TB/s read\n");
   return 0;
 }
