@@ -33,12 +33,16 @@ def widths(ins):
     return 4 if ".128" in ins else 2 if ".64" in ins else 1
 
 
+def strip_predicate(ins):
+    """The instruction without its guard (@P0, @!UP1, ...)."""
+    return re.sub(r"^@!?U?P\w+\s+", "", ins)
+
+
 def operands(ins):
     """(destination registers, source registers) of one instruction, predicate stripped. Register
     operands that stand for several registers: Rn.64 (a pair), an HMMA's fragments (D, A and C of
     4 registers, B of 2), a wide load's destination, an IMAD.WIDE's destination and addend."""
-    body = re.sub(r"^@!?U?P\w+\s+", "", ins)
-    parts = body.split(None, 1)
+    parts = strip_predicate(ins).split(None, 1)
     if len(parts) < 2:
         return set(), set()
     op = parts[0]
@@ -74,7 +78,7 @@ def distances(body):
     out = []
     n = len(body)
     for i, ins in enumerate(body):
-        op = re.sub(r"^@!?U?P\w+\s+", "", ins)
+        op = strip_predicate(ins)
         if not op.startswith("LDG"):
             continue
         regs = operands(ins)[0]

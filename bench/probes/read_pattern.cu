@@ -112,11 +112,13 @@ __device__ __forceinline__ void bar_wait(uint64_t* bar, uint32_t parity) {
       "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
       "@!p bra W;\n}" :: "r"(smem_u32(bar)), "r"(parity) : "memory");
 }
+// One warp's shared memory: its S mbarriers (128 bytes), then S stages of both row tiles' D k-blocks.
+__host__ __device__ constexpr int bulk_region_bytes(int d, int s) { return 128 + s * 2 * d * kBlockBytes; }
 template <int D, int S>
 __global__ void bulk_slices(const uint8_t* __restrict__ buf, int R, int KB, int splits, int kps, uint32_t* sink,
                             uint32_t* check) {
   extern __shared__ __align__(128) uint8_t smem[];
-  constexpr int kStage = 2 * D * kBlockBytes, kRegion = 128 + S * kStage;
+  constexpr int kStage = 2 * D * kBlockBytes, kRegion = bulk_region_bytes(D, S);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t g = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int64_t units = int64_t(R / 2) * splits;
@@ -246,7 +248,7 @@ int main(int argc, char** argv) {
     const int kps = (KB + splits - 1) / splits;
     auto run = [&](auto kern, int d, int st) {
       const int threads = 128;
-      const int smem = 4 * (128 + st * 2 * d * kBlockBytes);
+      const int smem = threads / 32 * bulk_region_bytes(d, st);
       CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
       int per_sm = 0;
       CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, threads, smem));
@@ -262,7 +264,7 @@ int main(int argc, char** argv) {
         kern<<<grid, threads, smem>>>(reinterpret_cast<const uint8_t*>(b), R, KB, splits, kps, sink + 8, nullptr);
       });
       std::printf("%-8s %-6s %6d %3d %5d %8.1f us %6.2f TB/s  (ring %d x %d k-blocks)\n", "rmajor", "bulk", splits, d,
-                  per_sm * 4, s * 1e6, bytes / s / 1e12, st, d);
+                  per_sm * threads / 32, s * 1e6, bytes / s / 1e12, st, d);
     };
     run(bulk_slices<1, 4>, 1, 4);
     run(bulk_slices<2, 2>, 2, 2);
