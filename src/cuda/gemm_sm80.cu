@@ -62,6 +62,36 @@ int sm80_token_tile() {
 
 void set_sm80_token_tile(int tile) { g_token_tile.store(tile, std::memory_order_relaxed); }
 
+namespace {
+
+// One warp per slot: find_slot's answer for slot blockIdx.x * (blockDim.x / 32) + warp.
+template <int kTok>
+__global__ void find_slots_kernel(const int32_t* count, int64_t num_experts, TileSpan span, SpanCut cut, int64_t slots,
+                                  int32_t* expert, int32_t* tile) {
+  __shared__ int s_expert[8], s_tile[8];
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int64_t slot = int64_t(blockIdx.x) * (blockDim.x / 32) + warp;
+  if (slot >= slots) return;  // warp-uniform
+  sm80::find_slot<kTok>(slot, count, num_experts, lane, &s_expert[warp], &s_tile[warp], span, cut);
+  __syncwarp();
+  if (lane == 0) {
+    expert[slot] = s_expert[warp];
+    tile[slot] = s_tile[warp];
+  }
+}
+
+}  // namespace
+
+void find_slots_for_test(const int32_t* count, int64_t num_experts, int tok, TileSpan span, SpanCut cut,
+                         int64_t slots, int32_t* expert, int32_t* tile, cudaStream_t stream) {
+  if (tok != 8 && tok != 64) detail::fail_arg("find_slots_for_test: tok: got " + std::to_string(tok) + ", need 8 or 64");
+  if (slots <= 0) return;
+  const dim3 grid(unsigned((slots + 7) / 8)), block(256);
+  if (tok == 8) find_slots_kernel<8><<<grid, block, 0, stream>>>(count, num_experts, span, cut, slots, expert, tile);
+  else find_slots_kernel<64><<<grid, block, 0, stream>>>(count, num_experts, span, cut, slots, expert, tile);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
 void sm80_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
   const Gemm80Problem pb{a.rows.rows_bound, cw.w13.num_experts, cw.w13.N, cw.w13.K};
   const Gemm80Config c = choose_config(pb, sm80_token_tile());
