@@ -117,8 +117,9 @@ namespace {
 // 82.2 -> 81.2 us, deepseek-v3 79.3 -> 78.4, qwen3-235b 48.0 -> 45.9, gpt-oss-120b 44.4 ->
 // 36.2, qwen3-30b 27.6 -> 24.3; qwen3-235b W4A4 55.6 -> 53.9. 72 registers (28 warps; targets
 // 50, 56, 64) was 1-4% slower than 80 on the four presets measured: it spills in the k loop.
-// At 80, only the NVFP4 GEMM 1 kernel spills (16 bytes, its h requantization's values, stored
-// before the k loop and loaded in the epilogue).
+// At 80, the GEMM 1 kernels that search their slot spill outside the k loop (ptxas, since the
+// slot search loads 8 counts a lane: 4 bytes NVFP4, 12 MXFP4); the one-token and GEMM 2
+// kernels do not.
 constexpr int kMaxRegs = 80;
 static_assert(kDecodeResidentWarps == 4 * (16384 / (kMaxRegs * 32)), "the split's residency (gemm_internal.hpp)");
 
