@@ -247,12 +247,7 @@ __device__ __forceinline__ void group_slots(const Params& p, int n, Groups& G) {
     lead[h] = e[h] >= 0 && occ[h] % kLayerGroupSlots == 0;
     ballot[h] = __ballot_sync(kAll, lead[h]);
     size[h] = lead[h] ? min(kLayerGroupSlots, tot[h] - occ[h]) : 0;
-    upto[h] = size[h];
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      const int v = __shfl_up_sync(kAll, upto[h], d);
-      if (lane >= d) upto[h] += v;
-    }
+    upto[h] = ptx::warp_inclusive_sum(size[h], lane);
   }
   const int first_half = __shfl_sync(kAll, upto[0], 31);
   upto[1] += first_half;

@@ -79,12 +79,7 @@ __device__ __forceinline__ void find_slot(int64_t slot, const int32_t* count, in
       tiles[i] = first + i < num_experts ? span_tiles(max(count[first + i], 0), kTok, span, cut) : 0;
       sum += tiles[i];
     }
-    int incl = sum;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-      if (lane >= o) incl += v;
-    }
+    const int incl = ptx::warp_inclusive_sum(sum, lane);
     const int64_t lo = base + incl - sum;  // this lane's first slot
     const bool hit = slot >= lo && slot < base + incl;
     const unsigned m = __ballot_sync(0xFFFFFFFFu, hit);

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "cuda/common/check.hpp"
+#include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
 #include "fp4moe/format.h"
 
@@ -51,12 +52,7 @@ __device__ __forceinline__ int64_t walk_begin(const Walk& wk, int32_t* first) {
       for (int e0 = 0; e0 < wk.num_experts; e0 += 32) {
         const int e = e0 + lane;
         const int32_t c = e < wk.num_experts ? max(wk.count[e], 0) : 0;
-        int32_t incl = c;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-          if (lane >= o) incl += v;
-        }
+        const int32_t incl = ptx::warp_inclusive_sum(c, lane);
         if (e < wk.num_experts) first[e] = base + incl - c;
         base += __shfl_sync(0xFFFFFFFFu, incl, 31);
       }

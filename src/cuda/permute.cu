@@ -107,15 +107,7 @@ __device__ void warp_place(const PermuteArgs& a, int64_t s0, int64_t s1, int* ne
 }
 
 // Exclusive scan of v over the 32 lanes of a warp.
-__device__ __forceinline__ int warp_exclusive_scan(int v) {
-  const int lane = threadIdx.x & 31;
-  int x = v;
-  for (int d = 1; d < 32; d <<= 1) {
-    const int y = __shfl_up_sync(kFull, x, d);
-    if (lane >= d) x += y;
-  }
-  return x - v;
-}
+__device__ __forceinline__ int warp_exclusive_scan(int v) { return ptx::warp_inclusive_sum(v, threadIdx.x & 31) - v; }
 
 // Exclusive scan of v over the CTA's threads in thread order (blockDim.x a multiple of 32, all
 // threads calling); warp_sum: int[32] of shared memory, used once.

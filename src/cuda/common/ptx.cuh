@@ -44,6 +44,16 @@ __device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool va
   const uint32_t d = uint32_t(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(gmem), "r"(valid ? 8 : 0));
 }
+// The inclusive sum of v over the 32 lanes of a warp, by shuffles (every lane calls it; lane is
+// the caller's lane).
+__device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(0xFFFFFFFFu, v, o);
+    if (lane >= o) v += u;
+  }
+  return v;
+}
 // Programmatic dependent launch (sm_90+; PTX "griddepcontrol"; no-ops elsewhere):
 // grid_dependency_wait blocks until the grids this one depends on have completed and their
 // memory is visible (immediately when it was not launched as a dependent);
