@@ -64,20 +64,14 @@ void set_sm80_token_tile(int tile) { g_token_tile.store(tile, std::memory_order_
 
 namespace {
 
-// One warp per slot: find_slot's answer for slot blockIdx.x * (blockDim.x / 32) + warp.
+// One warp per slot: find_slot's answer for slot blockIdx.x * (blockDim.x / 32) + warp, written
+// by its lane 0 straight to expert[slot] and tile[slot].
 template <int kTok>
 __global__ void find_slots_kernel(const int32_t* count, int64_t num_experts, TileSpan span, SpanCut cut, int64_t slots,
                                   int32_t* expert, int32_t* tile) {
-  __shared__ int s_expert[8], s_tile[8];
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const int64_t slot = int64_t(blockIdx.x) * (blockDim.x / 32) + warp;
+  const int64_t slot = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (slot >= slots) return;  // warp-uniform
-  sm80::find_slot<kTok>(slot, count, num_experts, lane, &s_expert[warp], &s_tile[warp], span, cut);
-  __syncwarp();
-  if (lane == 0) {
-    expert[slot] = s_expert[warp];
-    tile[slot] = s_tile[warp];
-  }
+  sm80::find_slot<kTok>(slot, count, num_experts, int(threadIdx.x % 32), &expert[slot], &tile[slot], span, cut);
 }
 
 }  // namespace
