@@ -5,7 +5,7 @@
 # meets; main has them after (enter_slot). Only the non-one-token decode kernels change (GEMM 1 at
 # T >= 2, GEMM 2 at every T).
 #   bash bench/results/2026-12-02-v42/prepared-early-w.sh
-# Carry .carry/z84/cli.xz (main 6ecc65e) and .carry/z85 (the branch decode-early-w).
+# Carry .carry/z84/cli.xz (main 467b4cd) and .carry/z85 (the branch decode-early-w).
 #   1. the decode kernels' tests against the host (every path's decode cases, every slice count)
 #      and the T = 1 layer tests;
 #   2. A/B main against the branch at T = 1-8, W4A16.
