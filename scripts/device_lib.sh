@@ -5,6 +5,8 @@
 #   env_variant NAME BIN "VAR=v ..."   .carry/bin/fp4moe_NAME: BIN run under those variables (an
 #                       A/B variant that is an environment switch of one binary)
 #   ab_point, ab_rounds, ab_report   the A/B processes of carried CLIs and their summary (below)
+#   suite_shards        the whole test binary .carry/bin/fp4moe_tests, EP apart, in 8 shards
+#                       (below)
 # and creates .carry/bin and $OUT/ab.
 start=$(date +%s)
 ok() { [ $(( $(date +%s) - start )) -lt "$1" ]; }
@@ -50,4 +52,14 @@ ab_report() {
   grep -l FAIL "$OUT"/ab/*.txt; grep -c PASS "$OUT"/ab/*-r1.txt | tr '\n' ' '; echo
   python3 scripts/ab_summary.py "$OUT/ab" --base "$1"
   (cd "$OUT" && tar czf ab.tgz ab && rm -rf ab)
+}
+
+# suite_shards: the whole test binary (.carry/bin/fp4moe_tests), EP apart, in 8 shards at once
+# (gpu_suite.sh tests, 220 s at most): the shards' lines in $OUT/suite-summary.txt, their logs
+# in $OUT/suite.tgz.
+suite_shards() {
+  OUT=$OUT/suite TESTS_SHARDS=8 TESTS_FILTER='-*Ep*' TESTS_TIMEOUT=200 timeout 220 bash scripts/gpu_suite.sh tests 2>&1 |
+    grep -E "^== |FAILED" | tee "$OUT/suite-summary.txt"
+  (cd "$OUT" && tar czf suite.tgz suite && rm -rf suite)
+  echo "suite t=$(( $(date +%s) - start ))"
 }

@@ -11,9 +11,12 @@
 #   small: the whole test binary, EP apart, in 8 shards (the conformance cases compare
 #          FP4MOE_SM80_PDL=0 bit for bit against the default launch); then the four rules on the
 #          E = 128 presets at T = 4-128 (decode-edge moves qwen3-30b T = 7-8 and qwen3-235b T = 4;
-#          fast-pdl every point where the fast path runs a GEMM).
+#          fast-pdl every point where the fast path runs a GEMM), W4A16 and qwen3-30b W4A4.
 #   large: the four rules on kimi-k2 and deepseek-v3 at T = 2 / 3 (decode-edge moves both) and
 #          kimi-k2 T = 32 / 512 (fast path).
+# The switches give each branch's launches and rules alone (the fast path's griddepcontrol
+# instructions are no-ops when it launches normally), so this binary stands for fast-pdl
+# (ef2a80e) and decode-edge (def5212) as well.
 set -u
 source scripts/device_lib.sh
 unxz .carry/z89/cli.xz .carry/bin/fp4moe_pe
@@ -23,11 +26,9 @@ env_variant edge .carry/bin/fp4moe_pe "FP4MOE_SM80_PDL=0"
 env_variant both .carry/bin/fp4moe_pe ""
 if [ "${1:-small}" = small ]; then
   unxz .carry/z89/tests.xz .carry/bin/fp4moe_tests
-  OUT=$OUT/suite TESTS_SHARDS=8 TESTS_FILTER='-*Ep*' TESTS_TIMEOUT=200 timeout 220 bash scripts/gpu_suite.sh tests 2>&1 |
-    grep -E "^== |FAILED" | tee $OUT/suite-summary.txt
-  (cd $OUT && tar czf suite.tgz suite && rm -rf suite)
-  echo "suite t=$(( $(date +%s) - start ))"
-  ab_rounds 400 430 "main pdl edge both" "qwen3-30b:w4a16:7,8,32,128 qwen3-235b:w4a16:4,8,128 gpt-oss-120b:w4a16:16,128"
+  suite_shards
+  ab_rounds 400 430 "main pdl edge both" \
+    "qwen3-30b:w4a16:7,8,32,128 qwen3-235b:w4a16:4,8,128 gpt-oss-120b:w4a16:16,128 qwen3-30b:w4a4:8,128"
 else
   ab_rounds 320 350 "main pdl edge both" "kimi-k2:w4a16:2,3,32,512 deepseek-v3:w4a16:2,3"
 fi
