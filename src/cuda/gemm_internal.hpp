@@ -359,7 +359,12 @@ uint64_t bf16_rn_sweep();
 FP4MOE_HD uint64_t fp4_encode_mix(uint32_t b) { return (uint64_t(b) * 0x9E3779B97F4A7C15ull) | 1u; }
 void fp4_encode_checksums(uint64_t sums[2]);
 void sm80_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
-void sm80_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+// true: the combine after it may be launched as its programmatic dependent (sm80_pdl)
+bool sm80_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+// Whether the fast path's kernels run as programmatic dependents (Gemm1Args::after_kernel,
+// Gemm2Args::rows_settled) and let their own dependents start early: where the decode kernels
+// may (decode_pdl), unless FP4MOE_SM80_PDL=0 (A/B).
+bool sm80_pdl(int device);
 // splitk: run the split-K kernels and return true, or return false (not a decode shape, or
 // no partials given) and launch nothing; the caller then runs the fast path.
 bool splitk_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
