@@ -73,7 +73,9 @@ DecodeConfig choose_decode_config(const DecodeProblem& p, int forced_splits) {
   const int64_t sms = std::max(1, p.num_sms);
   const int64_t warps_wanted_per_unit = sms * kDecodeWarpsPerSm / std::max<int64_t>(units, 1);
   c.kb_per_split = kb_total;
-  if (warps_wanted_per_unit < 2 || kb_total / kDecodeMinKbPerSplit < 2) {
+  // FP4MOE_DECODE_EDGE (A/B): another least warps_wanted_per_unit for the split (default 2).
+  static const int edge = env_int("FP4MOE_DECODE_EDGE", 2);
+  if (warps_wanted_per_unit < edge || kb_total / kDecodeMinKbPerSplit < 2) {
     c.why = "enough row tiles to fill the SMs unsplit: the fast path's tiles";
     return c;
   }
