@@ -48,7 +48,7 @@
 
 namespace fp4moe::cuda {
 
-DecodeConfig choose_decode_config(const DecodeProblem& p, int forced_splits) {
+DecodeConfig choose_decode_config(const DecodeProblem& p, int forced_splits, int edge) {
   DecodeConfig c;
   if (p.rows_bound <= 0 || p.N <= 0 || p.K <= 0) {
     c.why = "no work";
@@ -65,7 +65,8 @@ DecodeConfig choose_decode_config(const DecodeProblem& p, int forced_splits) {
   c.tiles = std::min<int64_t>((p.rows_bound + kDecodeTokenTile - 1) / kDecodeTokenTile + p.num_experts, p.rows_bound);
   c.grid_y = std::min<int64_t>(c.tiles, 65535);
   // Whether K splits: where the row units (about one slot per active expert) leave the SMs
-  // short of warps, under half of kDecodeWarpsPerSm each, and K holds two slices of
+  // short of warps, under kDecodeWarpsPerSm / edge each (kDecodeEdge, or kDecodeEdgeAfterDecode
+  // for a GEMM 2 after a GEMM 1 on these kernels), and K holds two slices of
   // kDecodeMinKbPerSplit k-blocks. Elsewhere the fast path's tiles run (unsplit, this kernel
   // measured 2-5% slower).
   const int kb_total = (p.K + kFragK - 1) / kFragK;
@@ -73,7 +74,7 @@ DecodeConfig choose_decode_config(const DecodeProblem& p, int forced_splits) {
   const int64_t sms = std::max(1, p.num_sms);
   const int64_t warps_wanted_per_unit = sms * kDecodeWarpsPerSm / std::max<int64_t>(units, 1);
   c.kb_per_split = kb_total;
-  if (warps_wanted_per_unit < 2 || kb_total / kDecodeMinKbPerSplit < 2) {
+  if (warps_wanted_per_unit < edge || kb_total / kDecodeMinKbPerSplit < 2) {
     c.why = "enough row tiles to fill the SMs unsplit: the fast path's tiles";
     return c;
   }
@@ -397,9 +398,10 @@ void log_choice(const char* which, const DecodeProblem& pb, const DecodeConfig& 
   gemm_log(line);
 }
 
-DecodeConfig plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows) {
+DecodeConfig plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows,
+                  int edge = kDecodeEdge) {
   const DecodeProblem pb{rows.rows_bound, w.num_experts, w.N, w.K, multiprocessor_count(cw.device)};
-  const DecodeConfig c = choose_decode_config(pb, decode_splits());
+  const DecodeConfig c = choose_decode_config(pb, decode_splits(), edge);
   log_choice(which, pb, c);
   return c;
 }
@@ -478,7 +480,13 @@ bool decode_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream
 
 bool decode_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) {
   if (a.a_fp4) return false;  // as in decode_gemm1
-  const DecodeConfig c = plan("gemm2", cw, cw.w2, a.rows);
+  // GEMM 1 on these kernels for the same rows (its rule again; decode_gemm1 declines NVFP4 A only
+  // where the staging could not run): then GEMM 2's lower edge. FP4MOE_DECODE_EDGE2 (A/B) sets
+  // that edge (2: the same as GEMM 1's).
+  static const int edge_after = env_int("FP4MOE_DECODE_EDGE2", kDecodeEdgeAfterDecode);
+  const DecodeProblem p1{a.rows.rows_bound, cw.w13.num_experts, cw.w13.N, cw.w13.K, multiprocessor_count(cw.device)};
+  const bool after_decode = choose_decode_config(p1).use;
+  const DecodeConfig c = plan("gemm2", cw, cw.w2, a.rows, after_decode ? edge_after : kDecodeEdge);
   if (!c.use) return false;
   Params p = base_params(c, cw.w2, a.rows, a.a_bf16, a.a_dq);
   p.epi.y = a.y;

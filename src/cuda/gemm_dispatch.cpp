@@ -185,7 +185,7 @@ bool gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStrea
   else if (!(path == GemmPath::splitk && splitk_gemm2(w, s, stream)) &&
            !(path == GemmPath::stream && stream_gemm2(w, s, stream)) &&
            !(path == GemmPath::sm90 && sm90_gemm2(w, s, stream)))
-    sm80_gemm2(w, s, stream);
+    return sm80_gemm2(w, s, stream);
   return false;
 }
 

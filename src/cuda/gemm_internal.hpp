@@ -359,7 +359,12 @@ uint64_t bf16_rn_sweep();
 FP4MOE_HD uint64_t fp4_encode_mix(uint32_t b) { return (uint64_t(b) * 0x9E3779B97F4A7C15ull) | 1u; }
 void fp4_encode_checksums(uint64_t sums[2]);
 void sm80_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
-void sm80_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+// true: the combine after it may be launched as its programmatic dependent (sm80_pdl)
+bool sm80_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
+// Whether the fast path's kernels run as programmatic dependents (Gemm1Args::after_kernel,
+// Gemm2Args::rows_settled) and let their own dependents start early: where the decode kernels
+// may (decode_pdl), unless FP4MOE_SM80_PDL=0 (A/B).
+bool sm80_pdl(int device);
 // splitk: run the split-K kernels and return true, or return false (not a decode shape, or
 // no partials given) and launch nothing; the caller then runs the fast path.
 bool splitk_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
@@ -495,6 +500,14 @@ inline constexpr int kDecodeMaxSplits = 16;     // warps per CTA
 // at 80 registers, 50 beat 40 by 2% on kimi-k2 and deepseek-v3, notes v9).
 inline constexpr int kDecodeMinKbPerSplit = 4;
 inline constexpr int kDecodeWarpsPerSm = 50;
+// "Under half" is warps_wanted_per_unit < kDecodeEdge. A GEMM 2 whose GEMM 1 ran on the decode
+// kernels splits from kDecodeEdgeAfterDecode: its launch is that GEMM 1's programmatic
+// dependent, and the decode GEMM 1 lets it start once its CTAs have passed their wait (the fast
+// path's GEMM 1 lets its dependents start only when it completes), so it streams its first
+// weights beside GEMM 1's last CTAs. Measured on the H200 (notes v43 §5, W4A16, 15 alternated
+// processes): qwen3-30b T = 8, GEMM 2 at 1.6 wanted warps per unit, 59.7 -> 55.4 us.
+inline constexpr int kDecodeEdge = 2;
+inline constexpr int kDecodeEdgeAfterDecode = 1;
 // The split itself goes by whole waves of resident CTAs (choose_decode_config): the decode
 // kernel's warps resident per SM (4 sub-partitions x floor(16384 / (80 x 32)) registers), and
 // a wave's cost beyond its k-blocks, in k-blocks of one warp's stream. Measured on the H200
@@ -519,7 +532,7 @@ struct DecodeConfig {
 };
 // forced_splits > 0 replaces the rule's slice count (at most kDecodeMaxSplits and the k-blocks;
 // fewer where that many would leave a slice empty) where the rule splits.
-DecodeConfig choose_decode_config(const DecodeProblem& p, int forced_splits = 0);
+DecodeConfig choose_decode_config(const DecodeProblem& p, int forced_splits = 0, int edge = kDecodeEdge);
 // The forced slice count of the decode launches (0: the rule): the environment's
 // FP4MOE_DECODE_SPLITS, read at the first call; set_decode_splits overrides it for the whole
 // process (tests run every count).

@@ -94,8 +94,14 @@ void sm80_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) 
   sm80::Params p = sm80::base_params(cw.w13, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, c.tiles);
   p.a_gather = a.a_gather;
   p.epi = sm80::gemm1_epilogue(cw.desc, a);
-  if (a.a_fp4) sm80::launch<true, true>(c, p, stream);
-  else sm80::launch<false, true>(c, p, stream);
+  // as the dependent of the kernel before it (Gemm1Args::after_kernel), as the decode kernels
+  const bool dependent = a.after_kernel && sm80_pdl(cw.device);
+  if (a.a_fp4) sm80::launch<true, true>(c, p, dependent, stream);
+  else sm80::launch<false, true>(c, p, dependent, stream);
+}
+
+bool sm80_pdl(int device) {
+  return !env_switch("FP4MOE_SM80_PDL", '0') && decode_pdl(device);
 }
 
 }  // namespace fp4moe::cuda

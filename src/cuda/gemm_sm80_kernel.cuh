@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "cuda/common/check.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
 #include "cuda/gemm_sm80_core.cuh"
@@ -95,11 +96,24 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
   const int sb = frag_scale_bytes(MX ? 32 : 16);
   const uint32_t decode_low = sm80::decode_table(w);
   const uint32_t mul16 = ptx::per_thread(16u, w.zero);  // the folded scale's multiplier as IMAD, not LEA
+  // As a programmatic dependent (launch's `dependent`): GEMM 1 reads the rows, A and its gather,
+  // all written by the kernels before it, so it waits first. GEMM 2's rows were complete before
+  // the grid before it let it start (Gemm2Args::rows_settled), so it finds its slot and requests
+  // its first weights, and waits only before its first A (h) loads. Either then lets its own
+  // dependent start: GEMM 2's CTAs take the SMs this grid's last CTAs leave. Both immediate when
+  // launched normally.
+  if constexpr (GEMM1) ptx::grid_dependency_wait();
+  ptx::grid_dependency_trigger();
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
     const int e = sm80::enter_slot<kTok>(slot, warp, lane, p.rows.begin, p.rows.count, w.num_experts, p.a_gather,
                                          &s_expert, &s_tile, s_arow, s_orow);
-    if (e < 0) return;  // past the real work; later slots are too
+    if (e < 0) {  // past the real work; later slots are too
+      // GEMM 2 as a dependent: a grid that ends without waiting could complete before GEMM 1
+      // does, and its own dependent's wait would then not cover GEMM 1
+      if constexpr (!GEMM1) ptx::grid_dependency_wait();
+      return;
+    }
     // The n8 columns with rows (a tile's rows fill it from column 0): the others' B loads and
     // MMAs are skipped (warp-uniform), so a tile larger than most experts' rows costs little.
     int live = 1;
@@ -166,8 +180,9 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
 #pragma unroll
       for (int i = 0; i < kAChunks; ++i) a_at[i] += n * kABlockBytes;
     };
-    // k-block kb (offset o from the sources) into stage `stage` (a constant once unrolled).
-    auto load_stage = [&](int stage, int kb, int o) {
+    // k-block kb (offset o from the sources) into stage `stage` (a constant once unrolled): its
+    // weights and scales (load_w), then its A tile (load_a).
+    auto load_w = [&](int stage, int o) {
       uint8_t* st = smem + stage * T::kStageBytes;
       if (w_on) {
         const uint8_t* src = w_at + o * kWBlockBytes;
@@ -175,6 +190,9 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
         for (int i = 0; i < kWChunks; ++i) ptx::cp_async_16(st + w_dst + i * kWStep, src + i * kWStep, true);
       }
       if (s_on) ptx::cp_async_16(st + s_dst, s_at + o * sb, true);
+    };
+    auto load_a = [&](int stage, int kb, int o) {
+      uint8_t* st = smem + stage * T::kStageBytes;
       uint8_t* sa = st + T::kWBytes + T::kSBytes;
 #pragma unroll
       for (int i = 0; i < kAChunks; ++i) {
@@ -190,6 +208,10 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
               valid ? p.a_scale[s_arow[j] * (K / 16) + (kb * kFragK + a_k[i]) / 16] : uint8_t(0);
         }
       }
+    };
+    auto load_stage = [&](int stage, int kb, int o) {
+      load_w(stage, o);
+      load_a(stage, kb, o);
     };
 
     float acc[2][NT][4];
@@ -246,9 +268,15 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
         }
       }
     };
+    // The first group: its weights, then (GEMM 2 as a dependent: once GEMM 1 has completed) its
+    // A tiles, all in one cp.async group.
 #pragma unroll
     for (int s = 0; s < kPair; ++s)
-      if (s < KB) load_stage(s, s, s);
+      if (s < KB) load_w(s, s);
+    if constexpr (!GEMM1) ptx::grid_dependency_wait();
+#pragma unroll
+    for (int s = 0; s < kPair; ++s)
+      if (s < KB) load_a(s, s, s);
     ptx::cp_async_commit_group();
     advance(kPair);
     // The group of k-blocks kb .. kb + kPair - 1 in stages [h * kPair, + kPair): two groups per
@@ -289,21 +317,21 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
 
 // The listed instantiations: token tile {8, 16, 24, 32} x A {bf16, NVFP4} x {GEMM 1, GEMM 2} x
 // weight scales {NVFP4, MX}.
+// dependent: as the programmatic dependent of the kernel before it on the stream (launch.cuh).
 template <bool A_FP4, bool GEMM1, bool MX>
-void launch(const Gemm80Config& c, const Params& p, cudaStream_t stream) {
-  const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y));
+void launch(const Gemm80Config& c, const Params& p, bool dependent, cudaStream_t stream) {
+  const dim3 grid(unsigned(c.grid_x), unsigned(c.grid_y)), block(kThreads);
   switch (c.token_tile) {
-    case 8: sm80_grouped_gemm<1, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
-    case 16: sm80_grouped_gemm<2, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
-    case 24: sm80_grouped_gemm<3, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
-    default: sm80_grouped_gemm<4, A_FP4, GEMM1, MX><<<grid, kThreads, 0, stream>>>(p); break;
+    case 8: launch_kernel(sm80_grouped_gemm<1, A_FP4, GEMM1, MX>, grid, block, 0, dependent, stream, p); break;
+    case 16: launch_kernel(sm80_grouped_gemm<2, A_FP4, GEMM1, MX>, grid, block, 0, dependent, stream, p); break;
+    case 24: launch_kernel(sm80_grouped_gemm<3, A_FP4, GEMM1, MX>, grid, block, 0, dependent, stream, p); break;
+    default: launch_kernel(sm80_grouped_gemm<4, A_FP4, GEMM1, MX>, grid, block, 0, dependent, stream, p); break;
   }
-  FP4MOE_CUDA_CHECK_LAUNCH();
 }
 template <bool A_FP4, bool GEMM1>
-void launch(const Gemm80Config& c, const Params& p, cudaStream_t stream) {
-  if (p.w.block == 32) launch<A_FP4, GEMM1, true>(c, p, stream);
-  else launch<A_FP4, GEMM1, false>(c, p, stream);
+void launch(const Gemm80Config& c, const Params& p, bool dependent, cudaStream_t stream) {
+  if (p.w.block == 32) launch<A_FP4, GEMM1, true>(c, p, dependent, stream);
+  else launch<A_FP4, GEMM1, false>(c, p, dependent, stream);
 }
 
 // FP4MOE_LOG=1: each config once per shape.

@@ -337,11 +337,11 @@ TEST_P(CudaLayerConformance, MatchesReference) {
     // the default path launches the decode chain (GEMM 1 after the permute or the A preparation,
     // GEMM 2, the combine) as programmatic dependents (sm_90, decode_pdl), at T = 1 its GEMM 1
     // finds its experts from the top-k ids itself, and a one-kernel permute runs after the A
-    // preparation as its dependent: launched normally (FP4MOE_DECODE_PDL=0), with GEMM 1 on the
-    // permute's rows (FP4MOE_DECODE_DIRECT=0), or with the permute first (FP4MOE_PREP_FIRST=0),
-    // the same bits
+    // preparation as its dependent, and the fast path's GEMMs as dependents too (sm80_pdl):
+    // launched normally (FP4MOE_DECODE_PDL=0, FP4MOE_SM80_PDL=0), with GEMM 1 on the permute's
+    // rows (FP4MOE_DECODE_DIRECT=0), or with the permute first (FP4MOE_PREP_FIRST=0), the same bits
     if (gemm.empty()) {
-      for (const char* var : {"FP4MOE_DECODE_PDL", "FP4MOE_DECODE_DIRECT", "FP4MOE_PREP_FIRST"}) {
+      for (const char* var : {"FP4MOE_DECODE_PDL", "FP4MOE_SM80_PDL", "FP4MOE_DECODE_DIRECT", "FP4MOE_PREP_FIRST"}) {
         EnvVar off(var, "0");
         const std::vector<float> plain = run.run();
         EXPECT_EQ(std::memcmp(first.data(), plain.data(), first.size() * 4), 0)

@@ -390,7 +390,9 @@ void check_problem(const Spec& spec, GemmPath path) {
   int64_t decode_expected1 = 0, decode_expected2 = 0;
   if (path == GemmPath::decode || path == GemmPath::sm90) {
     const DecodeConfig c1 = choose_decode_config({p.rows_bound, spec.E, int(2 * I), int(H), device_sms()});
-    const DecodeConfig c2 = choose_decode_config({p.rows_bound, spec.E, int(H), int(I), device_sms()});
+    // GEMM 2 splits from the lower edge where GEMM 1 takes the decode kernels (decode_gemm2)
+    const DecodeConfig c2 = choose_decode_config({p.rows_bound, spec.E, int(H), int(I), device_sms()}, 0,
+                                                 c1.use ? kDecodeEdgeAfterDecode : kDecodeEdge);
     if (spec.decode) ASSERT_TRUE(c1.use && c2.use) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
     if (spec.large) ASSERT_FALSE(c1.use || c2.use) << "gemm1: " << c1.why << "; gemm2: " << c2.why;
     decode_expected1 = c1.use ? 1 : 0;
@@ -1157,7 +1159,8 @@ TEST(CudaGemmConfig, DecodeCoversDecodeShapes) {
     pb.N = 16 * (1 + int(rng() % 900));
     pb.K = 16 * (1 + int(rng() % 600));
     pb.num_sms = 1 + int(rng() % 200);
-    const DecodeConfig c = choose_decode_config(pb);
+    const int edge = trial % 3 ? kDecodeEdge : kDecodeEdgeAfterDecode;
+    const DecodeConfig c = choose_decode_config(pb, 0, edge);
     ASSERT_FALSE(c.why.empty());
     const int64_t active = std::max<int64_t>(1, std::min(pb.num_experts, pb.rows_bound));
     const int64_t per_expert = (pb.rows_bound + active - 1) / active;
@@ -1170,6 +1173,10 @@ TEST(CudaGemmConfig, DecodeCoversDecodeShapes) {
         << "K " << pb.K << ": " << c.splits << " slices of " << c.kb_per_split;
     if (!c.use) {
       ASSERT_EQ(c.splits, 1) << c.why;
+      // declined only where the SMs have enough row units or K is too short to split
+      ASSERT_TRUE(int64_t(pb.num_sms) * kDecodeWarpsPerSm / (c.grid_x * std::min<int64_t>(c.tiles, active)) < edge ||
+                  kb_total < 2 * kDecodeMinKbPerSplit)
+          << c.why << " (edge " << edge << ")";
       ++declined_unsplit;
       continue;
     }
@@ -1177,8 +1184,8 @@ TEST(CudaGemmConfig, DecodeCoversDecodeShapes) {
     ASSERT_GE(c.splits, 2);
     ASSERT_LE(c.splits, kDecodeMaxSplits);
     const int64_t units = c.grid_x * std::min<int64_t>(c.tiles, active);
-    ASSERT_TRUE(int64_t(pb.num_sms) * kDecodeWarpsPerSm / units >= 2 && kb_total >= 2 * kDecodeMinKbPerSplit)
-        << c.why;
+    ASSERT_TRUE(int64_t(pb.num_sms) * kDecodeWarpsPerSm / units >= edge && kb_total >= 2 * kDecodeMinKbPerSplit)
+        << c.why << " (edge " << edge << ")";
     auto waves = [&](int s) {
       const int64_t resident = int64_t(pb.num_sms) * (kDecodeResidentWarps / s);
       return (units + resident - 1) / resident;
@@ -1192,7 +1199,7 @@ TEST(CudaGemmConfig, DecodeCoversDecodeShapes) {
           << c.why << "; " << s << " slices of " << kbs << " k-blocks in " << waves(s) << " waves";
     }
     const int forced = 2 + int(rng() % (kDecodeMaxSplits - 1));
-    const DecodeConfig f = choose_decode_config(pb, forced);
+    const DecodeConfig f = choose_decode_config(pb, forced, edge);
     ASSERT_TRUE(f.use);
     ASSERT_TRUE(f.splits * f.kb_per_split >= kb_total && (f.splits - 1) * f.kb_per_split < kb_total);
     const int s_forced = std::min(forced, kb_total), kbs = (kb_total + s_forced - 1) / s_forced;
@@ -1218,6 +1225,13 @@ TEST(CudaGemmConfig, DecodeCoversDecodeShapes) {
   EXPECT_EQ(splits({8, 128, 2048, 768, 132}), 6);
   EXPECT_FALSE(choose_decode_config({64, 384, 4096, 7168, 132}).use);
   EXPECT_FALSE(choose_decode_config({16384, 384, 4096, 7168, 132}).use);
+  // qwen3-30b T = 8: GEMM 1 (3,072 units, 2 wanted warps each) splits at either edge; GEMM 2
+  // (4,096 units, 1) only at the edge after a decode GEMM 1, in 2 slices of 6 k-blocks.
+  EXPECT_TRUE(choose_decode_config({64, 128, 1536, 2048, 132}).use);
+  EXPECT_FALSE(choose_decode_config({64, 128, 2048, 768, 132}).use);
+  const DecodeConfig after = choose_decode_config({64, 128, 2048, 768, 132}, 0, kDecodeEdgeAfterDecode);
+  EXPECT_TRUE(after.use);
+  EXPECT_EQ(after.splits, 2);
 }
 
 TEST(CudaGemmConfig, StreamCoversDecodeShapes) {
