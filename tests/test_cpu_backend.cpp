@@ -132,11 +132,40 @@ INSTANTIATE_TEST_SUITE_P(Conformance, CpuBackendCase, ::testing::ValuesIn(testin
 
 // Batched format: random counts (0 and M included), rows past a count untouched, every
 // other row the reference's; bf16 and NVFP4 (W4A4) inputs.
+//
+// Fresh inputs every run, so the comparison must hold for any of them. SPEC §4 allows the fp32
+// sums in any order; where a GEMM 1 sum lands next to a bf16 rounding edge of h, the backend's h
+// and the reference's differ by one bf16 ulp (under W4A4 that can move the NVFP4 code of h, or
+// its block's scale). Such a flip moves one row: measured 2026-12-02 over 4,000 runs of each
+// test, at most one row per run past tolerance(c) (in 1.7% of the runs of W4A16 NVFP4, 0.2% of
+// W4A4), by at most 3.4e-3 (W4A16) and 5.1e-2 (W4A4) of its norm, which carried the whole batch's
+// rel_l2 past tolerance(c) (6.2e-4 against 5e-4, 6.7e-3 against 2e-3). So, row by row: the
+// median row within tolerance(c) (an error that touches every row: a lost rounding, a wrong
+// scale), at most two rows past it, and none past 0.25 of its norm (a wrong, swapped or
+// unwritten row is off by its norm or more).
+void expect_rows_match(const std::vector<float>& got, const std::vector<float>& want, int64_t H, float tol,
+                       const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(want.empty());
+  std::vector<double> rows;
+  for (size_t r = 0; r < want.size() / size_t(H); ++r) {
+    const std::vector<float> g(got.begin() + r * H, got.begin() + (r + 1) * H),
+        x(want.begin() + r * H, want.begin() + (r + 1) * H);
+    rows.push_back(testing::rel_l2(g, x));  // NaN or an unwritten row: infinite
+    EXPECT_LE(rows.back(), 0.25) << what << ": row " << r << " of the written rows";
+  }
+  EXPECT_LE(std::count_if(rows.begin(), rows.end(), [&](double e) { return e > tol; }), 2)
+      << what << ": rows past " << tol;
+  std::nth_element(rows.begin(), rows.begin() + rows.size() / 2, rows.end());
+  EXPECT_LE(rows[rows.size() / 2], tol) << what << ": the median row";
+}
+
 void check_batched(const MoECase& c, bool nvfp4_input, DType out_dtype) {
   const MoEProblem p = testing::make_problem(c);
   const detail::HostWeights& w = *p.host;
   const int64_t EL = w.num_local, M = 9, H = w.H();
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  std::mt19937 rng(seed);
   std::vector<int32_t> counts(EL);
   for (int64_t e = 0; e < EL; ++e) counts[e] = int32_t(rng() % (M + 1));
   counts[0] = 0;
@@ -198,8 +227,9 @@ void check_batched(const MoECase& c, bool nvfp4_input, DType out_dtype) {
         want.push_back(detail::read_activation(one, out_dtype, 0));
       }
     }
-  ASSERT_FALSE(want.empty());
-  EXPECT_LE(testing::rel_l2(got, want), testing::tolerance(c)) << c.name;
+  expect_rows_match(got, want, H, testing::tolerance(c),
+                    c.name + " (problem seed " + std::to_string(c.seed) + ", counts and inputs seed " +
+                        std::to_string(seed) + ")");
 }
 
 MoECase small(const char* name, WeightFormat wf, ActQuant aq, int64_t E_local = 0) {
