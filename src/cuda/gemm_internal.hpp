@@ -363,7 +363,9 @@ void sm80_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
 bool sm80_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 // Whether the fast path's kernels run as programmatic dependents (Gemm1Args::after_kernel,
 // Gemm2Args::rows_settled) and let their own dependents start early: where the decode kernels
-// may (decode_pdl), unless FP4MOE_SM80_PDL=0 (A/B).
+// may (decode_pdl), unless FP4MOE_SM80_PDL=0 (A/B). Measured on the H200 (notes v44 §1, W4A16,
+// 11 alternated rounds): qwen3-30b T = 32 / 128 -3.3 / -2.7%, gpt-oss-120b T = 16 -2.7%,
+// qwen3-235b T = 8 / 128 -2.0 / -1.2%; kimi-k2 T = 32 -1.5% (5 rounds).
 bool sm80_pdl(int device);
 // splitk: run the split-K kernels and return true, or return false (not a decode shape, or
 // no partials given) and launch nothing; the caller then runs the fast path.
@@ -505,7 +507,9 @@ inline constexpr int kDecodeWarpsPerSm = 50;
 // dependent, and the decode GEMM 1 lets it start once its CTAs have passed their wait (the fast
 // path's GEMM 1 lets its dependents start only when it completes), so it streams its first
 // weights beside GEMM 1's last CTAs. Measured on the H200 (notes v43 §5, W4A16, 15 alternated
-// processes): qwen3-30b T = 8, GEMM 2 at 1.6 wanted warps per unit, 59.7 -> 55.4 us.
+// processes): qwen3-30b T = 8, GEMM 2 at 1.6 wanted warps per unit, 59.7 -> 55.4 us; v44 §1
+// (with the fast path's launches as before): qwen3-30b T = 7 -7.3%, qwen3-235b T = 4 -4.0%,
+// kimi-k2 / deepseek-v3 T = 2 / 3 -1.0 to -4.2%.
 inline constexpr int kDecodeEdge = 2;
 inline constexpr int kDecodeEdgeAfterDecode = 1;
 // The split itself goes by whole waves of resident CTAs (choose_decode_config): the decode
