@@ -102,6 +102,9 @@
 #include "cuda/gemm_sm80_core.cuh"
 
 
+#ifndef FP4MOE_RSWS_PFENCE
+#define FP4MOE_RSWS_PFENCE 1
+#endif
 namespace fp4moe::cuda {
 
 // The path's state (gemm_sm90.cu): launch counters, the tests' and the environment's overrides.
@@ -945,6 +948,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
   using T = RsWsTile<NT, kCw>;
   using R = RsRoles<kCw>;
   constexpr int kTok = T::kTok, kStages = T::kStages, kMt = R::kMt;
+  constexpr bool kPFence = FP4MOE_RSWS_PFENCE != 0 && kCw == 2;
   extern __shared__ uint8_t smem_raw[];
   __shared__ UnitTables<kTok> tables;
   __shared__ uint64_t full_bar[kStages], empty_bar[kStages];
@@ -1003,10 +1007,44 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     constexpr uint32_t kTx = uint32_t(T::kWBytes + kBlocksPerCta * sb);  // both boxes' bytes
 
     RingPos<kStages> pos;  // the stage of the CTA's next k-block, and the parity of its fill
+    // The fills whose B copies this thread has not announced yet on full[]: `pending` of them,
+    // the oldest at ring position `ann`. A fill is announced once its copies have landed
+    // (cp.async.wait_group) and this thread's proxy fence made them visible to the async proxy,
+    // which the consumers' wgmma read B through: so the consumers need no fence of their own.
+    // At most kLag fills stay unannounced after a fill; all are announced before this thread
+    // waits for anything (a free stage, the row tables) or leaves.
+    constexpr int kLag = 2;
+    RingPos<kStages> ann;
+    int pending = 0;
+    auto announce_all = [&] {
+      if (pending == 0) return;
+      ptx::cp_async_wait_group<0>();
+      ptx::fence_proxy_async_shared();
+      for (; pending > 0; --pending) {
+        ptx::mbarrier_arrive(full0 + 8 * ann.s);
+        ann.next();
+      }
+    };
+    auto announce_old = [&] {
+      if (pending <= kLag) return;
+      ptx::cp_async_wait_group<kLag>();
+      ptx::fence_proxy_async_shared();
+      ptx::mbarrier_arrive(full0 + 8 * ann.s);
+      ann.next();
+      --pending;
+    };
+    // Waits until stage q is free (announcing first what this thread still owes).
+    auto wait_free = [&](const RingPos<kStages>& q) {
+      bool done = ptx::mbarrier_try_wait_parity(empty0 + 8 * q.s, q.phase ^ 1);
+      if constexpr (kPFence)
+        if (!done) announce_all();
+      while (!done) done = ptx::mbarrier_try_wait_parity(empty0 + 8 * q.s, q.phase ^ 1);
+    };
     int n = 0;
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
+      if constexpr (kPFence) announce_all();
       const int e =
           tables.template produce<R::kProducerThreads, kCw == 4>(n, slot, p.rows, p.a_gather, w.num_experts, p.span,
                                                                  p.cut, ptid);
@@ -1038,7 +1076,13 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         for (int i = 0; i < T::kBChunks; ++i)
           ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_ptr[i] + j * (kFragK * 2), (b_rows >> i) % 2 != 0);
         weights(s, j);
-        ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * s);
+        if constexpr (kPFence) {
+          ptx::cp_async_commit_group();
+          ++pending;
+          announce_old();
+        } else {
+          ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * s);
+        }
       };
       auto advance = [&](int kbs) {
 #pragma unroll
@@ -1054,8 +1098,12 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         pos1.next();
         bool free0 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
         bool free1 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos1.s, pos1.phase ^ 1);
+        if constexpr (kPFence)
+          if (!free0) announce_all();
         while (!free0) free0 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
         fill(pos.s, 0);
+        if constexpr (kPFence)
+          if (!free1) announce_all();
         while (!free1) free1 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos1.s, pos1.phase ^ 1);
         fill(pos1.s, 1);
         advance(2);
@@ -1063,7 +1111,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         pos.next();
       }
       if (kb + 1 < KB) {
-        ptx::mbarrier_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
+        wait_free(pos);
         fill(pos.s, 0);
         advance(1);
         pos.next();
@@ -1071,17 +1119,24 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       }
       // The last k-block: its B chunks past K are zeros; its weights and scales are fill's boxes.
       if (kb < KB) {
-        ptx::mbarrier_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
+        wait_free(pos);
         uint8_t* const st = stages + pos.s * T::kStageBytes;
 #pragma unroll
         for (int i = 0; i < T::kBChunks; ++i)
           ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_last_in_k ? b_ptr[i] : b_ptr[i] - kb * (kFragK * 2),
                            b_last_in_k && (b_rows >> i) % 2 != 0);
         weights(pos.s, 0);
-        ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * pos.s);
+        if constexpr (kPFence) {
+          ptx::cp_async_commit_group();
+          ++pending;
+          announce_old();
+        } else {
+          ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * pos.s);
+        }
         pos.next();
       }
     }
+    if constexpr (kPFence) announce_all();
   } else {
     // ================= consumers: decode A into registers, RS wgmma, the epilogue =================
     if constexpr (R::kSetMaxNReg) ptx::setmaxnreg_inc<R::kConsumerRegs>();
@@ -1108,7 +1163,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       auto k_block = [&](uint32_t (&a)[4][kMt][4], int kb) {
         const int s = pos.s;
         ptx::mbarrier_wait_parity(full0 + 8 * s, pos.phase);  // the k-block landed
-        ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
+        if constexpr (!kPFence) ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
         const uint8_t* st = stages + s * T::kStageBytes;
         // The words and scale bytes of the warp's fragment rows, once per k-block (zeros past N:
         // TMA filled them so). The scale box packs sb bytes per fragment row.
