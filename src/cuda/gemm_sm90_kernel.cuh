@@ -102,9 +102,6 @@
 #include "cuda/gemm_sm80_core.cuh"
 
 
-#ifndef FP4MOE_RSWS_PFENCE
-#define FP4MOE_RSWS_PFENCE 1
-#endif
 namespace fp4moe::cuda {
 
 // The path's state (gemm_sm90.cu): launch counters, the tests' and the environment's overrides.
@@ -839,15 +836,18 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
 //     run as far ahead as the ring allows, across units.
 //
 // Barriers (mbarriers; `it` counts the CTA's k-blocks over all its units, alike in both roles):
-//   full[s]   128 arrivals: each producer thread's cp.async.mbarrier.arrive.noinc, made when its
-//             copies of the stage have landed
+//   full[s]   128 arrivals, one per producer thread once its copies of the stage have landed:
+//             at 2 consumer warpgroups its mbarrier.arrive after cp.async.wait_group and its
+//             fence.proxy.async (kPFence below), in rsws4 its cp.async.mbarrier.arrive.noinc
 //   empty[s]  256 (512 in rsws4): every consumer thread once per fill, once the wgmma groups
 //             that read the stage's B are complete and its own reads of the weights and scales
 //             are done
 //   tables.full[b] / tables.empty[b] 128 / 256 (512): row tables set b, as in the SS kernel
 // Race freedom, as argued at the SS kernel: the producers refill stage s (fill f) only after
 // empty[s] phase f - 1; the consumers read it (their weight loads, the wgmma's B) only after
-// full[s] phase f, and fence.proxy.async makes the cp.async data visible to wgmma; a[kk] is
+// full[s] phase f, and fence.proxy.async makes the cp.async data visible to wgmma (the producer
+// thread's own, before its arrival, at 2 consumer warpgroups; each consumer thread's, after its
+// wait, in rsws4); a[kk] is
 // rewritten only after the group that read it completed (wait_group); the row tables as in
 // the SS kernel. Neither role can be two phases behind on a barrier: each phase needs the
 // waiter's own arrivals of the phase before.
@@ -948,7 +948,14 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
   using T = RsWsTile<NT, kCw>;
   using R = RsRoles<kCw>;
   constexpr int kTok = T::kTok, kStages = T::kStages, kMt = R::kMt;
-  constexpr bool kPFence = FP4MOE_RSWS_PFENCE != 0 && kCw == 2;
+  // kPFence: the producers make their B copies visible to the async proxy themselves (each
+  // thread's cp.async.wait_group, fence.proxy.async, then its arrival on full[s]), so that the
+  // consumers' k-blocks have no fence (SASS: 6 instructions fewer, a MEMBAR among them). On the
+  // H200 (notes v45) at 128-token tiles: kimi-k2 T = 16384 -2.0%, qwen3-235b T = 8192 / 16384
+  // -1.0 / -1.1%, qwen3-30b T = 8192 -1.3%, gpt-oss-120b / deepseek-v3 T = 8192 -0.7 / -0.5%,
+  // qwen3-30b T = 2048 +0.5%; in rsws4 (one producer warpgroup for four consumer warpgroups,
+  // the producer's waits cost more than the consumers save) +1.3 to +4.6% at T = 512-2048.
+  constexpr bool kPFence = kCw == 2;
   extern __shared__ uint8_t smem_raw[];
   __shared__ UnitTables<kTok> tables;
   __shared__ uint64_t full_bar[kStages], empty_bar[kStages];
@@ -1007,12 +1014,12 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     constexpr uint32_t kTx = uint32_t(T::kWBytes + kBlocksPerCta * sb);  // both boxes' bytes
 
     RingPos<kStages> pos;  // the stage of the CTA's next k-block, and the parity of its fill
-    // The fills whose B copies this thread has not announced yet on full[]: `pending` of them,
+    // kPFence only: the fills whose B copies this thread has not announced yet on full[]: `pending` of them,
     // the oldest at ring position `ann`. A fill is announced once its copies have landed
     // (cp.async.wait_group) and this thread's proxy fence made them visible to the async proxy,
     // which the consumers' wgmma read B through: so the consumers need no fence of their own.
     // At most kLag fills stay unannounced after a fill; all are announced before this thread
-    // waits for anything (a free stage, the row tables) or leaves.
+    // waits for anything (a free stage, the row tables) or leaves. (kLag 2 is the one value measured.)
     constexpr int kLag = 2;
     RingPos<kStages> ann;
     int pending = 0;
