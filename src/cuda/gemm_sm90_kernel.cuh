@@ -836,15 +836,18 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
 //     run as far ahead as the ring allows, across units.
 //
 // Barriers (mbarriers; `it` counts the CTA's k-blocks over all its units, alike in both roles):
-//   full[s]   128 arrivals: each producer thread's cp.async.mbarrier.arrive.noinc, made when its
-//             copies of the stage have landed
+//   full[s]   128 arrivals, one per producer thread once its copies of the stage have landed:
+//             at 2 consumer warpgroups its mbarrier.arrive after cp.async.wait_group and its
+//             fence.proxy.async (kPFence below), in rsws4 its cp.async.mbarrier.arrive.noinc
 //   empty[s]  256 (512 in rsws4): every consumer thread once per fill, once the wgmma groups
 //             that read the stage's B are complete and its own reads of the weights and scales
 //             are done
 //   tables.full[b] / tables.empty[b] 128 / 256 (512): row tables set b, as in the SS kernel
 // Race freedom, as argued at the SS kernel: the producers refill stage s (fill f) only after
 // empty[s] phase f - 1; the consumers read it (their weight loads, the wgmma's B) only after
-// full[s] phase f, and fence.proxy.async makes the cp.async data visible to wgmma; a[kk] is
+// full[s] phase f, and fence.proxy.async makes the cp.async data visible to wgmma (the producer
+// thread's own, before its arrival, at 2 consumer warpgroups; each consumer thread's, after its
+// wait, in rsws4); a[kk] is
 // rewritten only after the group that read it completed (wait_group); the row tables as in
 // the SS kernel. Neither role can be two phases behind on a barrier: each phase needs the
 // waiter's own arrivals of the phase before.
@@ -945,6 +948,14 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
   using T = RsWsTile<NT, kCw>;
   using R = RsRoles<kCw>;
   constexpr int kTok = T::kTok, kStages = T::kStages, kMt = R::kMt;
+  // kPFence: the producers make their B copies visible to the async proxy themselves (each
+  // thread's cp.async.wait_group, fence.proxy.async, then its arrival on full[s]), so that the
+  // consumers' k-blocks have no fence (SASS: 6 instructions fewer, a MEMBAR among them). On the
+  // H200 (notes v45) at 128-token tiles: kimi-k2 T = 16384 -2.0%, qwen3-235b T = 8192 / 16384
+  // -1.0 / -1.1%, qwen3-30b T = 8192 -1.3%, gpt-oss-120b / deepseek-v3 T = 8192 -0.7 / -0.5%,
+  // qwen3-30b T = 2048 +0.5%; in rsws4 (one producer warpgroup for four consumer warpgroups,
+  // the producer's waits cost more than the consumers save) +1.3 to +4.6% at T = 512-2048.
+  constexpr bool kPFence = kCw == 2;
   extern __shared__ uint8_t smem_raw[];
   __shared__ UnitTables<kTok> tables;
   __shared__ uint64_t full_bar[kStages], empty_bar[kStages];
@@ -1003,10 +1014,44 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     constexpr uint32_t kTx = uint32_t(T::kWBytes + kBlocksPerCta * sb);  // both boxes' bytes
 
     RingPos<kStages> pos;  // the stage of the CTA's next k-block, and the parity of its fill
+    // kPFence only: the fills whose B copies this thread has not announced yet on full[]: `pending` of them,
+    // the oldest at ring position `ann`. A fill is announced once its copies have landed
+    // (cp.async.wait_group) and this thread's proxy fence made them visible to the async proxy,
+    // which the consumers' wgmma read B through: so the consumers need no fence of their own.
+    // At most kLag fills stay unannounced after a fill; all are announced before this thread
+    // waits for anything (a free stage, the row tables) or leaves. (kLag 2 is the one value measured.)
+    constexpr int kLag = 2;
+    RingPos<kStages> ann;
+    int pending = 0;
+    auto announce_all = [&] {
+      if (pending == 0) return;
+      ptx::cp_async_wait_group<0>();
+      ptx::fence_proxy_async_shared();
+      for (; pending > 0; --pending) {
+        ptx::mbarrier_arrive(full0 + 8 * ann.s);
+        ann.next();
+      }
+    };
+    auto announce_old = [&] {
+      if (pending <= kLag) return;
+      ptx::cp_async_wait_group<kLag>();
+      ptx::fence_proxy_async_shared();
+      ptx::mbarrier_arrive(full0 + 8 * ann.s);
+      ann.next();
+      --pending;
+    };
+    // Waits until stage q is free (announcing first what this thread still owes).
+    auto wait_free = [&](const RingPos<kStages>& q) {
+      bool done = ptx::mbarrier_try_wait_parity(empty0 + 8 * q.s, q.phase ^ 1);
+      if constexpr (kPFence)
+        if (!done) announce_all();
+      while (!done) done = ptx::mbarrier_try_wait_parity(empty0 + 8 * q.s, q.phase ^ 1);
+    };
     int n = 0;
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int64_t slot = u / row_tiles;
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
+      if constexpr (kPFence) announce_all();
       const int e =
           tables.template produce<R::kProducerThreads, kCw == 4>(n, slot, p.rows, p.a_gather, w.num_experts, p.span,
                                                                  p.cut, ptid);
@@ -1038,7 +1083,13 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         for (int i = 0; i < T::kBChunks; ++i)
           ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_ptr[i] + j * (kFragK * 2), (b_rows >> i) % 2 != 0);
         weights(s, j);
-        ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * s);
+        if constexpr (kPFence) {
+          ptx::cp_async_commit_group();
+          ++pending;
+          announce_old();
+        } else {
+          ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * s);
+        }
       };
       auto advance = [&](int kbs) {
 #pragma unroll
@@ -1054,8 +1105,12 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         pos1.next();
         bool free0 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
         bool free1 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos1.s, pos1.phase ^ 1);
+        if constexpr (kPFence)
+          if (!free0) announce_all();
         while (!free0) free0 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
         fill(pos.s, 0);
+        if constexpr (kPFence)
+          if (!free1) announce_all();
         while (!free1) free1 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos1.s, pos1.phase ^ 1);
         fill(pos1.s, 1);
         advance(2);
@@ -1063,7 +1118,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         pos.next();
       }
       if (kb + 1 < KB) {
-        ptx::mbarrier_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
+        wait_free(pos);
         fill(pos.s, 0);
         advance(1);
         pos.next();
@@ -1071,17 +1126,24 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       }
       // The last k-block: its B chunks past K are zeros; its weights and scales are fill's boxes.
       if (kb < KB) {
-        ptx::mbarrier_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
+        wait_free(pos);
         uint8_t* const st = stages + pos.s * T::kStageBytes;
 #pragma unroll
         for (int i = 0; i < T::kBChunks; ++i)
           ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_last_in_k ? b_ptr[i] : b_ptr[i] - kb * (kFragK * 2),
                            b_last_in_k && (b_rows >> i) % 2 != 0);
         weights(pos.s, 0);
-        ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * pos.s);
+        if constexpr (kPFence) {
+          ptx::cp_async_commit_group();
+          ++pending;
+          announce_old();
+        } else {
+          ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * pos.s);
+        }
         pos.next();
       }
     }
+    if constexpr (kPFence) announce_all();
   } else {
     // ================= consumers: decode A into registers, RS wgmma, the epilogue =================
     if constexpr (R::kSetMaxNReg) ptx::setmaxnreg_inc<R::kConsumerRegs>();
@@ -1108,7 +1170,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       auto k_block = [&](uint32_t (&a)[4][kMt][4], int kb) {
         const int s = pos.s;
         ptx::mbarrier_wait_parity(full0 + 8 * s, pos.phase);  // the k-block landed
-        ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
+        if constexpr (!kPFence) ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
         const uint8_t* st = stages + s * T::kStageBytes;
         // The words and scale bytes of the warp's fragment rows, once per k-block (zeros past N:
         // TMA filled them so). The scale box packs sb bytes per fragment row.
