@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Prepared for a next session (v45 had no device time left; ~420 s with start-up): branch
+# pfence-lag against main, v45 §3's lead. The branch announces each B fill kLag fills late
+# from the producers, in rsws4 too (FP4MOE_PFENCE_LAG4, default 5; main: the consumers fence),
+# and drains its pending fills at a unit's start only when the row tables are not free yet
+# (main drains at every unit start; v45 §2 suspects this of qwen3-30b T = 2048's +0.5%).
+# The branch's code: pfence-lag.diff next to this script (git apply on main ac9d41d or later).
+# Build here, sm_90a Release, and carry:
+#   main's CLI as .carry/$MAIN/cli.xz; the branch's CLI and test binary as .carry/$LAG/{cli,tests}.xz
+#   (strip, then xz), e.g. MAIN=z93 LAG=z94.
+set -u
+source scripts/device_lib.sh
+unxz .carry/${MAIN:?}/cli.xz .carry/bin/fp4moe_main
+unxz .carry/${LAG:?}/cli.xz .carry/bin/fp4moe_lag
+unxz .carry/${LAG:?}/tests.xz .carry/bin/fp4moe_tests
+# The wgmma GEMM and layer tests (the slowest shard took over 170 s in v45 call 2).
+OUT=$OUT/suite TESTS_SHARDS=8 TESTS_TIMEOUT=200 \
+  TESTS_FILTER='*Sm90*:CudaGemmCases/*:Table/CudaLayerConformance.*:CudaLayer.*:CudaGemmEdge.*:CudaGemmConfig.*' \
+  timeout 210 bash scripts/gpu_suite.sh tests 2>&1 | grep -E "^== |FAILED" | tee $OUT/suite-summary.txt
+(cd $OUT && tar czf suite.tgz suite && rm -rf suite)
+echo "tests t=$(( $(date +%s) - start ))"
+# One spec per model: the outputs are named by model.
+ab_rounds 370 400 "main lag" \
+  "kimi-k2:w4a16:2048 qwen3-30b:w4a16:512,2048 qwen3-235b:w4a16:512,2048 gpt-oss-120b:w4a16:512 deepseek-v3:w4a16:2048"
+echo "rounds $ab_round t=$(( $(date +%s) - start ))"
+ab_report main | tee $OUT/ab-report.txt
