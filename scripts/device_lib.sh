@@ -6,7 +6,7 @@
 #                       A/B variant that is an environment switch of one binary)
 #   ab_point, ab_rounds, ab_report   the A/B processes of carried CLIs and their summary (below)
 #   suite_shards        the whole test binary .carry/bin/fp4moe_tests, EP apart, in 8 shards
-#                       (below)
+#                       (below); test_shards and sm90_shards, a filter's tests likewise
 # and creates .carry/bin and $OUT/ab.
 start=$(date +%s)
 ok() { [ $(( $(date +%s) - start )) -lt "$1" ]; }
@@ -54,12 +54,18 @@ ab_report() {
   (cd "$OUT" && tar czf ab.tgz ab && rm -rf ab)
 }
 
-# suite_shards: the whole test binary (.carry/bin/fp4moe_tests), EP apart, in 8 shards at once
-# (gpu_suite.sh tests, 220 s at most): the shards' lines in $OUT/suite-summary.txt, their logs
-# in $OUT/suite.tgz.
-suite_shards() {
-  OUT=$OUT/suite TESTS_SHARDS=8 TESTS_FILTER='-*Ep*' TESTS_TIMEOUT=200 timeout 220 bash scripts/gpu_suite.sh tests 2>&1 |
+# test_shards FILTER TIMEOUT: the tests of .carry/bin/fp4moe_tests that FILTER picks (GoogleTest),
+# in 8 shards at once, each at most TIMEOUT s: the shards' lines in $OUT/suite-summary.txt, their
+# logs in $OUT/suite.tgz.
+test_shards() {
+  OUT=$OUT/suite TESTS_SHARDS=8 TESTS_FILTER="$1" TESTS_TIMEOUT=$2 timeout $(($2 + 20)) bash scripts/gpu_suite.sh tests 2>&1 |
     grep -E "^== |FAILED" | tee "$OUT/suite-summary.txt"
   (cd "$OUT" && tar czf suite.tgz suite && rm -rf suite)
-  echo "suite t=$(( $(date +%s) - start ))"
+  echo "tests t=$(( $(date +%s) - start ))"
+}
+# suite_shards: the whole test binary, EP apart (gpu_suite.sh tests, 220 s at most).
+suite_shards() { test_shards '-*Ep*' 200; }
+# The wgmma GEMM and layer tests (sm90_shards TIMEOUT).
+sm90_shards() {
+  test_shards '*Sm90*:CudaGemmCases/*:Table/CudaLayerConformance.*:CudaLayer.*:CudaGemmEdge.*:CudaGemmConfig.*' "$1"
 }

@@ -8,11 +8,7 @@ source scripts/device_lib.sh
 unxz .carry/z90/cli.xz .carry/bin/fp4moe_base
 unxz .carry/z91/cli.xz .carry/bin/fp4moe_pfence
 unxz .carry/z91/tests.xz .carry/bin/fp4moe_tests
-OUT=$OUT/suite TESTS_SHARDS=8 TESTS_TIMEOUT=170 \
-  TESTS_FILTER='*Sm90*:CudaGemmCases/*:Table/CudaLayerConformance.*:CudaLayer.*:CudaGemmEdge.*:CudaGemmConfig.*' \
-  timeout 180 bash scripts/gpu_suite.sh tests 2>&1 | grep -E "^== |FAILED" | tee $OUT/suite-summary.txt
-(cd $OUT && tar czf suite.tgz suite && rm -rf suite)
-echo "tests t=$(( $(date +%s) - start ))"
+sm90_shards 170
 ab_rounds 330 370 "base pfence" \
   "kimi-k2:w4a16:2048 qwen3-30b:w4a16:512,2048 qwen3-235b:w4a16:512,2048 gpt-oss-120b:w4a16:512,2048 deepseek-v3:w4a16:2048" \
   "kimi-k2:w4a16:16384 qwen3-30b:w4a16:16384"

@@ -14,11 +14,7 @@ unxz .carry/${MAIN:?}/cli.xz .carry/bin/fp4moe_main
 unxz .carry/${LAG:?}/cli.xz .carry/bin/fp4moe_lag
 unxz .carry/${LAG:?}/tests.xz .carry/bin/fp4moe_tests
 # The wgmma GEMM and layer tests (the slowest shard took over 170 s in v45 call 2).
-OUT=$OUT/suite TESTS_SHARDS=8 TESTS_TIMEOUT=200 \
-  TESTS_FILTER='*Sm90*:CudaGemmCases/*:Table/CudaLayerConformance.*:CudaLayer.*:CudaGemmEdge.*:CudaGemmConfig.*' \
-  timeout 210 bash scripts/gpu_suite.sh tests 2>&1 | grep -E "^== |FAILED" | tee $OUT/suite-summary.txt
-(cd $OUT && tar czf suite.tgz suite && rm -rf suite)
-echo "tests t=$(( $(date +%s) - start ))"
+sm90_shards 200
 # One spec per model: the outputs are named by model.
 ab_rounds 370 400 "main lag" \
   "kimi-k2:w4a16:2048 qwen3-30b:w4a16:512,2048 qwen3-235b:w4a16:512,2048 gpt-oss-120b:w4a16:512 deepseek-v3:w4a16:2048"
