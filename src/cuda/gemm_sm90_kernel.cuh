@@ -1014,12 +1014,13 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     constexpr uint32_t kTx = uint32_t(T::kWBytes + kBlocksPerCta * sb);  // both boxes' bytes
 
     RingPos<kStages> pos;  // the stage of the CTA's next k-block, and the parity of its fill
-    // kPFence only: the fills whose B copies this thread has not announced yet on full[]: `pending` of them,
-    // the oldest at ring position `ann`. A fill is announced once its copies have landed
-    // (cp.async.wait_group) and this thread's proxy fence made them visible to the async proxy,
-    // which the consumers' wgmma read B through: so the consumers need no fence of their own.
-    // At most kLag fills stay unannounced after a fill; all are announced before this thread
-    // waits for anything (a free stage, the row tables) or leaves. (kLag 2 is the one value measured.)
+    // kPFence only: the fills whose B copies this thread has not announced yet on full[],
+    // `pending` of them, the oldest at ring position `ann`. A fill is announced once its copies
+    // have landed (cp.async.wait_group) and this thread's proxy fence made them visible to the
+    // async proxy, which the consumers' wgmma read B through: so the consumers need no fence of
+    // their own. At most kLag fills stay unannounced after a fill; all are announced before this
+    // thread waits for anything (a free stage, the row tables) or leaves. (kLag 2 is the one
+    // value measured.)
     constexpr int kLag = 2;
     RingPos<kStages> ann;
     int pending = 0;
@@ -1040,12 +1041,26 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       ann.next();
       --pending;
     };
-    // Waits until stage q is free (announcing first what this thread still owes).
-    auto wait_free = [&](const RingPos<kStages>& q) {
-      bool done = ptx::mbarrier_try_wait_parity(empty0 + 8 * q.s, q.phase ^ 1);
+    // The end of this thread's fill of stage s: its arrival on full[s], made when the copies
+    // land (or, kPFence, the fill's cp.async group, announced later).
+    auto end_fill = [&](int s) {
+      if constexpr (kPFence) {
+        ptx::cp_async_commit_group();
+        ++pending;
+        announce_old();
+      } else {
+        ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * s);
+      }
+    };
+    // Whether stage q is free (one probe), and the wait until it is, given a probe's answer
+    // (announcing first, kPFence, what this thread still owes).
+    auto is_free = [&](const RingPos<kStages>& q) {
+      return ptx::mbarrier_try_wait_parity(empty0 + 8 * q.s, q.phase ^ 1);
+    };
+    auto wait_free = [&](const RingPos<kStages>& q, bool done) {
       if constexpr (kPFence)
         if (!done) announce_all();
-      while (!done) done = ptx::mbarrier_try_wait_parity(empty0 + 8 * q.s, q.phase ^ 1);
+      while (!done) done = is_free(q);
     };
     int n = 0;
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
@@ -1083,13 +1098,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         for (int i = 0; i < T::kBChunks; ++i)
           ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_ptr[i] + j * (kFragK * 2), (b_rows >> i) % 2 != 0);
         weights(s, j);
-        if constexpr (kPFence) {
-          ptx::cp_async_commit_group();
-          ++pending;
-          announce_old();
-        } else {
-          ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * s);
-        }
+        end_fill(s);
       };
       auto advance = [&](int kbs) {
 #pragma unroll
@@ -1103,22 +1112,17 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       for (; kb + 2 < KB; kb += 2) {
         RingPos<kStages> pos1 = pos;
         pos1.next();
-        bool free0 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
-        bool free1 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos1.s, pos1.phase ^ 1);
-        if constexpr (kPFence)
-          if (!free0) announce_all();
-        while (!free0) free0 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos.s, pos.phase ^ 1);
+        const bool free0 = is_free(pos), free1 = is_free(pos1);
+        wait_free(pos, free0);
         fill(pos.s, 0);
-        if constexpr (kPFence)
-          if (!free1) announce_all();
-        while (!free1) free1 = ptx::mbarrier_try_wait_parity(empty0 + 8 * pos1.s, pos1.phase ^ 1);
+        wait_free(pos1, free1);
         fill(pos1.s, 1);
         advance(2);
         pos = pos1;
         pos.next();
       }
       if (kb + 1 < KB) {
-        wait_free(pos);
+        wait_free(pos, is_free(pos));
         fill(pos.s, 0);
         advance(1);
         pos.next();
@@ -1126,20 +1130,14 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       }
       // The last k-block: its B chunks past K are zeros; its weights and scales are fill's boxes.
       if (kb < KB) {
-        wait_free(pos);
+        wait_free(pos, is_free(pos));
         uint8_t* const st = stages + pos.s * T::kStageBytes;
 #pragma unroll
         for (int i = 0; i < T::kBChunks; ++i)
           ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_last_in_k ? b_ptr[i] : b_ptr[i] - kb * (kFragK * 2),
                            b_last_in_k && (b_rows >> i) % 2 != 0);
         weights(pos.s, 0);
-        if constexpr (kPFence) {
-          ptx::cp_async_commit_group();
-          ++pending;
-          announce_old();
-        } else {
-          ptx::cp_async_mbarrier_arrive_noinc(full0 + 8 * pos.s);
-        }
+        end_fill(pos.s);
         pos.next();
       }
     }
