@@ -4,7 +4,7 @@
 # from the producers, in rsws4 too (FP4MOE_PFENCE_LAG4, default 5; main: the consumers fence),
 # and drains its pending fills at a unit's start only when the row tables are not free yet
 # (main drains at every unit start; v45 §2 suspects this of qwen3-30b T = 2048's +0.5%).
-# The branch's code: pfence-lag.diff next to this script (git apply on main ac9d41d or later).
+# The branch's code: pfence-lag.diff next to this script (git apply on main 42f9913, the review's refactor of the producer, or later).
 # Build here, sm_90a Release, and carry:
 #   main's CLI as .carry/$MAIN/cli.xz; the branch's CLI and test binary as .carry/$LAG/{cli,tests}.xz
 #   (strip, then xz), e.g. MAIN=z93 LAG=z94.
