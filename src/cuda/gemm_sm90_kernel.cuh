@@ -1168,7 +1168,8 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       auto k_block = [&](uint32_t (&a)[4][kMt][4], int kb) {
         const int s = pos.s;
         ptx::mbarrier_wait_parity(full0 + 8 * s, pos.phase);  // the k-block landed
-        if constexpr (!kPFence) ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
+        if constexpr (!kPFence)
+          ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
         const uint8_t* st = stages + s * T::kStageBytes;
         // The words and scale bytes of the warp's fragment rows, once per k-block (zeros past N:
         // TMA filled them so). The scale box packs sb bytes per fragment row.
