@@ -2,6 +2,7 @@
 # Builds here (2 cores, ~4-5 min each, incremental in one worktree) the sm_90a Release CLIs that
 # prepared-bisect.sh compares: .carry/b-<commit>/cli.xz (stripped, xz), from the oldest commit
 # on. v35's code is d50d413; main's is whatever commit is checked out (built as .carry/b-main).
+# A CLI already in .carry is kept: remove .carry/b-main to rebuild it after main moves.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 root=$PWD
