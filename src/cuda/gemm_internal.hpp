@@ -783,9 +783,10 @@ int64_t sm90_width_split_launches();
 int64_t sm90_folded_launches();
 // Tests: the kernels' slot search (gemm_sm80_core.cuh find_slot), one warp per slot, for slots
 // [0, slots): each slot's expert (-1 past the real work) and tile among that expert's
-// span_tiles(count, tok, span, cut). tok: 8 or 64. count: device int32 [num_experts]; expert,
+// span_tiles(count, tok, span, cut). tok: 8 or 64; per: the experts per lane and step, 8
+// (kFindSlotPerLane) or 1 (kSm90FindSlotPerLane). count: device int32 [num_experts]; expert,
 // tile: device int32 [slots].
-void find_slots_for_test(const int32_t* count, int64_t num_experts, int tok, TileSpan span, SpanCut cut,
+void find_slots_for_test(const int32_t* count, int64_t num_experts, int tok, int per, TileSpan span, SpanCut cut,
                          int64_t slots, int32_t* expert, int32_t* tile, cudaStream_t stream);
 // Tests: the split's wide width where it applies (one of kWideWidths; 16: never; 0:
 // Sm90Config::wide_width, the default). FP4MOE_SM90_WIDTHS=0 turns it off too.

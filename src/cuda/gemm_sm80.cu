@@ -64,25 +64,32 @@ void set_sm80_token_tile(int tile) { g_token_tile.store(tile, std::memory_order_
 
 namespace {
 
-// One warp per slot: find_slot's answer for slot blockIdx.x * (blockDim.x / 32) + warp, written
-// by its lane 0 straight to expert[slot] and tile[slot].
-template <int kTok>
+// One warp per slot: find_slot's answer (kPer experts per lane and step) for slot
+// blockIdx.x * (blockDim.x / 32) + warp, written by its lane 0 straight to expert[slot] and tile[slot].
+template <int kTok, int kPer>
 __global__ void find_slots_kernel(const int32_t* count, int64_t num_experts, TileSpan span, SpanCut cut, int64_t slots,
                                   int32_t* expert, int32_t* tile) {
   const int64_t slot = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (slot >= slots) return;  // warp-uniform
-  sm80::find_slot<kTok>(slot, count, num_experts, int(threadIdx.x % 32), &expert[slot], &tile[slot], span, cut);
+  sm80::find_slot<kTok, kPer>(slot, count, num_experts, int(threadIdx.x % 32), &expert[slot], &tile[slot], span, cut);
 }
 
 }  // namespace
 
-void find_slots_for_test(const int32_t* count, int64_t num_experts, int tok, TileSpan span, SpanCut cut,
+void find_slots_for_test(const int32_t* count, int64_t num_experts, int tok, int per, TileSpan span, SpanCut cut,
                          int64_t slots, int32_t* expert, int32_t* tile, cudaStream_t stream) {
   if (tok != 8 && tok != 64) detail::fail_arg("find_slots_for_test: tok: got " + std::to_string(tok) + ", need 8 or 64");
+  if (per != sm80::kFindSlotPerLane && per != sm80::kSm90FindSlotPerLane)
+    detail::fail_arg("find_slots_for_test: per: got " + std::to_string(per) + ", need " +
+                     std::to_string(sm80::kFindSlotPerLane) + " or " + std::to_string(sm80::kSm90FindSlotPerLane));
   if (slots <= 0) return;
   const dim3 grid(unsigned((slots + 7) / 8)), block(256);
-  if (tok == 8) find_slots_kernel<8><<<grid, block, 0, stream>>>(count, num_experts, span, cut, slots, expert, tile);
-  else find_slots_kernel<64><<<grid, block, 0, stream>>>(count, num_experts, span, cut, slots, expert, tile);
+  const auto launch = [&](auto kernel) {
+    kernel<<<grid, block, 0, stream>>>(count, num_experts, span, cut, slots, expert, tile);
+  };
+  constexpr int k8 = sm80::kFindSlotPerLane, k1 = sm80::kSm90FindSlotPerLane;
+  if (tok == 8) launch(per == k8 ? find_slots_kernel<8, k8> : find_slots_kernel<8, k1>);
+  else launch(per == k8 ? find_slots_kernel<64, k8> : find_slots_kernel<64, k1>);
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 

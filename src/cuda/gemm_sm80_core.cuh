@@ -52,22 +52,30 @@ __device__ __forceinline__ void fill_row_tables(int e, int tile, const int32_t* 
   s_arow[j] = valid ? (a_gather ? int64_t(a_gather[r]) : r) : -1;
 }
 
-// find_slot's experts per lane and step: a step covers 32 * kFindSlotPerLane experts.
+// find_slot's experts per lane and step (kPer): a step covers 32 * kPer experts. 8 by default
+// (the fast-path, split-K and decode kernels); the wgmma kernels take kSm90FindSlotPerLane.
 inline constexpr int kFindSlotPerLane = 8;
+// 1: in the wgmma kernels 8 per lane cost up to 10% of the layer (W4A16, 6 alternated rounds at
+// 1 and 8, µs per layer; notes v47): qwen3-30b T = 512 / 2048 210.4 / 435.9 at 8 against
+// 191.8 / 416.4 at 1, qwen3-235b T = 512 613.3 / 582.4, gpt-oss-120b T = 2048 1,010.0 / 974.5.
+// Their producer finds each unit's slot between the ring's release and its refill (rsws4: two
+// units deep), so the search's instructions (eight span_tiles, each with a division at a
+// run-time divisor, and the hit lane's walk) sit on that path (the presets' E = 128-384: 4-12
+// steps of one load each at 1).
+inline constexpr int kSm90FindSlotPerLane = 1;
 
 // One warp (all 32 lanes): the (expert, token tile) of `slot` from a warp scan over count[]
 // (slots are numbered expert after expert, span_tiles(count, kTok, span, cut) each: by default
 // ceil(count / kTok)); lane 0 writes them, expert -1 when the slot is past the real work.
-// Each step, lane l loads the counts of kFindSlotPerLane consecutive experts at once, the warp
-// scans the lanes' sums, and the lane whose range holds the slot walks its experts: one load
+// Each step, lane l loads the counts of kPer consecutive experts at once, the warp scans the
+// lanes' sums, and the lane whose range holds the slot walks its experts: at kPer = 8 one load
 // latency per 256 experts, where a scan of one expert per lane paid one per 32 (kimi-k2, E =
 // 384: 12; ncu at T = 1, notes v42: a decode GEMM 2 CTA scanned ~5.4 such chunks in turn, and
 // its other warps waited at the barrier after it for 13% of the kernel's samples).
-template <int kTok>
+template <int kTok, int kPer = kFindSlotPerLane>
 __device__ __forceinline__ void find_slot(int64_t slot, const int32_t* count, int64_t num_experts, int lane,
                                           int* s_expert, int* s_tile, TileSpan span = TileSpan::all,
                                           SpanCut cut = SpanCut{}) {
-  constexpr int kPer = kFindSlotPerLane;
   int found_e = -1, found_t = 0;
   int64_t base = 0;  // the slots of the experts before this step
   for (int64_t b0 = 0; b0 < num_experts; b0 += 32 * kPer) {

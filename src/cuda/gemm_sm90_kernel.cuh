@@ -264,7 +264,8 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
     // ---- which (expert, token tile) is this slot: warp 0 scans count[] ----
     // (sm80::enter_slot's steps, written out: through the call the 128-token kernel, which
     // sits at its 168-register cap, spills a few registers)
-    if (warp == 0) sm80::find_slot<kTok>(slot, p.rows.count, w.num_experts, lane, &s_expert, &s_tile);
+    if (warp == 0)
+      sm80::find_slot<kTok, sm80::kSm90FindSlotPerLane>(slot, p.rows.count, w.num_experts, lane, &s_expert, &s_tile);
     __syncthreads();
     const int e = s_expert;
     if (e < 0) return;  // past the real work; later slots are too
@@ -507,7 +508,9 @@ struct UnitTables {
                          TileSpan span, SpanCut cut, int ptid) {
     const int b = n % 2;
     ptx::mbarrier_wait_parity(shared_address(&empty[b]), ((n / 2) & 1) ^ 1);  // unit n - 2's epilogue is done
-    if (ptid < 32) sm80::find_slot<kTok>(slot, rows.count, num_experts, ptid, &expert[b], &tile[b], span, cut);
+    if (ptid < 32)
+      sm80::find_slot<kTok, sm80::kSm90FindSlotPerLane>(slot, rows.count, num_experts, ptid, &expert[b], &tile[b],
+                                                        span, cut);
     ptx::named_barrier_sync(kWsProducerBarrier, kProducers);
     const int e = expert[b];
     if (e >= 0 && ptid < kTok)

@@ -2432,11 +2432,11 @@ TEST(CudaGemmLayout, NibblesAreABijection) {
   for (int i = 0; i < 64; ++i) EXPECT_EQ(w13_device_row(i, true) - w13_device_row(i, false), 8);
 }
 
-// The kernels' slot search (find_slot: counts loaded a lane's 8 experts at a time, the lanes'
-// sums scanned, the hit lane walking its experts) against the plain walk over experts, for every
-// slot and a few past the last, at expert counts around its steps of 32 x 8 and the chunk sizes
-// of 32, with idle experts among busy ones, in every span (the split's wide and narrow launches,
-// and a folding cut).
+// The kernels' slot search (find_slot: counts loaded 8 experts, or 1 (the wgmma kernels'), per
+// lane at a time, the lanes' sums scanned, the hit lane walking its experts) against the plain
+// walk over experts, for every slot and a few past the last, at expert counts around its steps of
+// 32 x 8 and 32, with idle experts among busy ones, in every span (the split's wide and narrow
+// launches, and a folding cut).
 TEST(CudaGemmLayout, FindSlotMatchesTheWalkOverExperts) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(20261202);
@@ -2459,29 +2459,34 @@ TEST(CudaGemmLayout, FindSlotMatchesTheWalkOverExperts) {
       if (E > 2) count[1] = -3;  // a negative count is no rows
       testing::DeviceBuffer d_count(count);
       for (int tok : {8, 64}) {
-        for (const SpanCase& sc : spans) {
-          std::vector<int32_t> want_e, want_t;  // the walk: expert after expert, its tiles in order
-          for (int64_t e = 0; e < E; ++e)
-            for (int t = 0; t < span_tiles(std::max(count[size_t(e)], 0), tok, sc.span, sc.cut); ++t)
-              want_e.push_back(int32_t(e)), want_t.push_back(t);
-          const int64_t slots = int64_t(want_e.size()) + 3;
-          testing::DeviceBuffer d_e(size_t(slots) * 4), d_t(size_t(slots) * 4);
-          find_slots_for_test(d_count.as<int32_t>(), E, tok, sc.span, sc.cut, slots, d_e.as<int32_t>(),
-                              d_t.as<int32_t>(), nullptr);
-          ck(cudaGetLastError(), "find_slots_for_test");
-          const auto got_e = d_e.download<int32_t>(), got_t = d_t.download<int32_t>();
-          for (int64_t s = 0; s < slots; ++s) {
-            const bool real = s < int64_t(want_e.size());
-            ASSERT_EQ(got_e[size_t(s)], real ? want_e[size_t(s)] : -1)
-                << "E " << E << " idle " << idle << " tok " << tok << " span " << int(sc.span) << " slot " << s;
-            if (real) ASSERT_EQ(got_t[size_t(s)], want_t[size_t(s)]) << "E " << E << " tok " << tok << " slot " << s;
+        for (int per : {8, 1}) {
+          for (const SpanCase& sc : spans) {
+            std::vector<int32_t> want_e, want_t;  // the walk: expert after expert, its tiles in order
+            for (int64_t e = 0; e < E; ++e)
+              for (int t = 0; t < span_tiles(std::max(count[size_t(e)], 0), tok, sc.span, sc.cut); ++t)
+                want_e.push_back(int32_t(e)), want_t.push_back(t);
+            const int64_t slots = int64_t(want_e.size()) + 3;
+            testing::DeviceBuffer d_e(size_t(slots) * 4), d_t(size_t(slots) * 4);
+            find_slots_for_test(d_count.as<int32_t>(), E, tok, per, sc.span, sc.cut, slots, d_e.as<int32_t>(),
+                                d_t.as<int32_t>(), nullptr);
+            ck(cudaGetLastError(), "find_slots_for_test");
+            const auto got_e = d_e.download<int32_t>(), got_t = d_t.download<int32_t>();
+            for (int64_t s = 0; s < slots; ++s) {
+              const bool real = s < int64_t(want_e.size());
+              ASSERT_EQ(got_e[size_t(s)], real ? want_e[size_t(s)] : -1)
+                  << "E " << E << " idle " << idle << " tok " << tok << " per " << per << " span " << int(sc.span)
+                  << " slot " << s;
+              if (real)
+                ASSERT_EQ(got_t[size_t(s)], want_t[size_t(s)])
+                    << "E " << E << " tok " << tok << " per " << per << " slot " << s;
+            }
+            checked += int(slots);
           }
-          checked += int(slots);
         }
       }
     }
   }
-  EXPECT_GT(checked, 100000);
+  EXPECT_GT(checked, 200000);
 }
 
 }  // namespace
