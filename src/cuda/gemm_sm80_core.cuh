@@ -59,9 +59,9 @@ inline constexpr int kFindSlotPerLane = 8;
 // 1 and 8, µs per layer; notes v47): qwen3-30b T = 512 / 2048 210.4 / 435.9 at 8 against
 // 191.8 / 416.4 at 1, qwen3-235b T = 512 613.3 / 582.4, gpt-oss-120b T = 2048 1,010.0 / 974.5.
 // Their producer finds each unit's slot between the ring's release and its refill (rsws4: two
-// units deep), so the search's instructions (eight span_tiles, each with a division at a
-// run-time divisor, and the hit lane's walk) sit on that path (the presets' E = 128-384: 4-12
-// steps of one load each at 1).
+// units deep), so the search sits on that path; at 8 it is ~600 SASS instructions more in rsws4
+// (eight span_tiles and the hit lane's walk). Skipping span_tiles' division where the span is
+// `all` did not recover it (v47 §2). At 1: the presets' E = 128-384 take 4-12 steps of one load.
 inline constexpr int kSm90FindSlotPerLane = 1;
 
 // One warp (all 32 lanes): the (expert, token tile) of `slot` from a warp scan over count[]

@@ -2459,13 +2459,13 @@ TEST(CudaGemmLayout, FindSlotMatchesTheWalkOverExperts) {
       if (E > 2) count[1] = -3;  // a negative count is no rows
       testing::DeviceBuffer d_count(count);
       for (int tok : {8, 64}) {
-        for (int per : {8, 1}) {
-          for (const SpanCase& sc : spans) {
-            std::vector<int32_t> want_e, want_t;  // the walk: expert after expert, its tiles in order
-            for (int64_t e = 0; e < E; ++e)
-              for (int t = 0; t < span_tiles(std::max(count[size_t(e)], 0), tok, sc.span, sc.cut); ++t)
-                want_e.push_back(int32_t(e)), want_t.push_back(t);
-            const int64_t slots = int64_t(want_e.size()) + 3;
+        for (const SpanCase& sc : spans) {
+          std::vector<int32_t> want_e, want_t;  // the walk: expert after expert, its tiles in order
+          for (int64_t e = 0; e < E; ++e)
+            for (int t = 0; t < span_tiles(std::max(count[size_t(e)], 0), tok, sc.span, sc.cut); ++t)
+              want_e.push_back(int32_t(e)), want_t.push_back(t);
+          const int64_t slots = int64_t(want_e.size()) + 3;
+          for (int per : {8, 1}) {
             testing::DeviceBuffer d_e(size_t(slots) * 4), d_t(size_t(slots) * 4);
             find_slots_for_test(d_count.as<int32_t>(), E, tok, per, sc.span, sc.cut, slots, d_e.as<int32_t>(),
                                 d_t.as<int32_t>(), nullptr);
