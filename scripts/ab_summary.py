@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The table of an A/B run: bench outputs named <model>-<variant>-<rep>.txt in one folder (what the
+"""The table of an A/B run: bench outputs named <model>[@<tokens>]-<variant>-<rep>.txt in one folder (what the
 device calls write: variants alternated, each repeated), as one markdown row per model and token
 count with each variant's median (or mean) µs per layer over its repetitions (n) and its change
 against the base variant. The median is the default: a process that lands on the power cap's
@@ -40,6 +40,7 @@ def collect(folder):
         if len(parts) != 3:
             continue
         model, variant, _rep = parts
+        model = model.split("@")[0]  # MODEL_QUANT@TOKENS (device_lib.sh's ab_point): the tokens are in the rows
         for tokens, us in read_rows(path).items():
             runs.setdefault((model, tokens), {}).setdefault(variant, []).append(us)
             variants.add(variant)

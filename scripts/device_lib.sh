@@ -17,12 +17,14 @@ env_variant() {
 mkdir -p .carry/bin "$OUT/ab"
 
 # ab_point VARIANT ROUND MODEL QUANT TOKENS: one A/B process of .carry/bin/fp4moe_VARIANT (--check
-# in round 1), its output $OUT/ab/MODEL_QUANT-VARIANT-rROUND.txt, the names scripts/ab_summary.py reads.
+# in round 1), its output $OUT/ab/MODEL_QUANT@TOKENS-VARIANT-rROUND.txt (TOKENS' commas as '+'),
+# the names scripts/ab_summary.py reads. The tokens are in the name so that two specs of one
+# preset and quantization in a round keep both outputs (v48's call 3 lost all but the last).
 ab_point() {
   local chk=--no-check
   [ "$2" = 1 ] && chk=--check
   timeout 40 ".carry/bin/fp4moe_$1" bench --model "$3" --quant "$4" --tokens "$5" --iters 40 $chk --no-baseline \
-    --no-ceilings > "$OUT/ab/$3_$4-$1-r$2.txt" 2>&1
+    --no-ceilings > "$OUT/ab/$3_$4@${5//,/+}-$1-r$2.txt" 2>&1
 }
 
 # ab_rounds ROUND_S POINT_S "VARIANTS" "SPECS" ["FIRST_SPECS"]: rounds of alternated A/B processes,

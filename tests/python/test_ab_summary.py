@@ -80,3 +80,18 @@ def test_median_is_the_default(tmp_path):
     assert mean[2].startswith(f"| qwen3-30b | 128 | {331.0 / 3:.1f} (3) | 98.0 (3) |")
     bad = run(tmp_path, "--stat", "max")
     assert bad.returncode != 0 and "--stat" in bad.stderr
+
+
+def test_tokens_in_the_name_are_one_model(tmp_path):
+    # device_lib.sh's ab_point names each process by its tokens too: two processes of one preset
+    # in one round (T = 8192, and T = 512 and 2048 in one process) are both kept, as one model
+    write(tmp_path, "qwen3-30b_w4a16@8192-main-r1", [(8192, 1260.0)])
+    write(tmp_path, "qwen3-30b_w4a16@512+2048-main-r1", [(512, 191.0), (2048, 416.0)])
+    write(tmp_path, "qwen3-30b_w4a16@8192-new-r1", [(8192, 1250.0)])
+    write(tmp_path, "qwen3-30b_w4a16@512+2048-new-r1", [(512, 192.0), (2048, 414.0)])
+    lines = run(tmp_path).stdout.strip().splitlines()
+    assert lines[2:] == [
+        f"| qwen3-30b_w4a16 | 512 | 191.0 (1) | 192.0 (1) | +1.0 ({100 * (192.0 / 191.0 - 1):+.1f}%) |",
+        f"| qwen3-30b_w4a16 | 2048 | 416.0 (1) | 414.0 (1) | -2.0 ({100 * (414.0 / 416.0 - 1):+.1f}%) |",
+        f"| qwen3-30b_w4a16 | 8192 | 1260.0 (1) | 1250.0 (1) | -10.0 ({100 * (1250.0 / 1260.0 - 1):+.1f}%) |",
+    ]
