@@ -7,6 +7,10 @@
 # kimi-k2 / deepseek-v3 (their experts' weights are 4-15 MB: L2 holds a few).
 # `bash prepared-serpentine.sh` (~540 s, timeout_s 600): the slot-search test, the wgmma and
 # layer tests (8 shards, 170 s), then an A/B of the one binary with and without the switch.
+# .carry/serp missing (a fresh checkout)? Build it here from branch serpentine: `git checkout
+# serpentine`, `ninja -C build-carry -j2 fp4moe_cli fp4moe_tests` (sm_90a Release), then
+# `strip -o` each of build-carry/fp4moe and build-carry/fp4moe_tests and `xz -T2 -6` them into
+# .carry/serp/cli.xz and tests.xz.
 set -u
 source scripts/device_lib.sh
 unxz .carry/serp/cli.xz .carry/bin/fp4moe_serp
