@@ -1,10 +1,18 @@
-// Routing on the GPU (SPEC §4): one warp per token, the token's scores in shared memory.
+// Routing on the GPU (SPEC §4): one warp per token.
 //
 // Ids are bit-identical to detail::route_reference (src/reference/routing.cpp): the
 // same fp32 values are selected (logits for softmax, portable_sigmoidf + bias for
 // sigmoid_grouped), with the reference's sequential "best remaining candidate" rule
-// reproduced exactly by warp_best, NaN included. The weights' sums run in the
-// reference's order on one lane, so weights are bit-identical too.
+// reproduced exactly (reg_best, warp_best), NaN included. The weights' sums run in the
+// reference's order, so weights are bit-identical too.
+//
+// Two kernels. route_kernel_reg (E <= 512, k <= 32, n_group <= 32: every preset) holds a
+// token's E scores in registers, NPL per lane, and takes each of the k passes with two
+// warp reductions (redux.sync) on order-preserving keys. One warp per token runs its steps
+// one after the other, so the kernel's time is the sum of their latencies: at T = 1 the
+// shared-memory kernel below (each pass a scan of shared memory and five rounds of shuffles;
+// the logits loaded one after another) took 9.7 / 19.0 us under ncu on qwen3-30b / kimi-k2
+// against 1.6 for an empty kernel (notes v49). route_kernel (shared memory) takes the rest.
 #include <climits>
 
 #include "cuda/common/check.hpp"
@@ -196,6 +204,191 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) route_kernel(RouteKernelA
   }
 }
 
+// ---- the register kernel (E <= 32 * NPL) ----
+
+// Order-preserving key of a non-NaN score: a larger score has a larger key, -0 and +0 the
+// same (the reference compares with >, which cannot tell them apart); every key is > 0, so 0
+// stands for "no candidate".
+__device__ __forceinline__ uint32_t score_key(float x) {
+  const uint32_t u = x == 0.0f ? 0u : __float_as_uint(x);
+  return (u >> 31) ? ~u : (u | 0x80000000u);
+}
+// The score of a key (of +0 for either zero).
+__device__ __forceinline__ float key_score(uint32_t key) {
+  return __uint_as_float((key >> 31) ? (key & 0x7FFFFFFFu) : ~key);
+}
+
+// The best remaining candidate of the warp's n <= 32 * NPL values, by warp_best's rule (the
+// reference's sequential scan: the first candidate wins when it is NaN; otherwise NaNs never
+// win and equal scores go to the lower index). Lane l holds index l + 32 i in v[i], and bit i
+// of its `cand` marks a candidate; the winner's bit is cleared. -1 when no candidate is left.
+// All lanes return the same.
+template <int NPL>
+__device__ __forceinline__ int reg_best(const float (&v)[NPL], uint32_t& cand, int lane) {
+  uint32_t best_key = 0;
+  int best_e = INT_MAX, first_e = INT_MAX;
+  bool first_nan = false;
+#pragma unroll
+  for (int i = 0; i < NPL; ++i) {
+    if (((cand >> i) & 1u) == 0) continue;
+    const float x = v[i];
+    const int e = lane + 32 * i;  // increases with i: the lane's first candidate, and ties to the lower index
+    if (first_e == INT_MAX) {
+      first_e = e;
+      first_nan = x != x;
+    }
+    const uint32_t key = x != x ? 0u : score_key(x);
+    if (key > best_key) {
+      best_key = key;
+      best_e = e;
+    }
+  }
+  const int first = __reduce_min_sync(kFull, first_e);
+  if (first == INT_MAX) return -1;
+  int b;
+  if (__any_sync(kFull, first_e == first && first_nan)) {
+    b = first;  // also when every candidate left is NaN
+  } else {
+    const uint32_t top = __reduce_max_sync(kFull, best_key);
+    b = __reduce_min_sync(kFull, best_key == top ? best_e : INT_MAX);
+  }
+  if ((b & 31) == lane) cand &= ~(1u << (b >> 5));
+  return b;
+}
+
+// One warp per token, as route_kernel, with the token's values in registers: v[i] holds
+// expert lane + 32 i. Shared memory (the same per-warp layout) holds the values that one lane
+// reads by index: softmax's exp terms (the sum in the reference's order, every lane the same
+// chain of broadcast reads), sigmoid_grouped's b (each group's two best, one lane per group)
+// and s (the selected experts' weights).
+template <int NPL>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) route_kernel_reg(RouteKernelArgs a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int64_t t = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  if (t >= a.T) return;  // whole warps; no block barrier below
+  const int E = a.E, G = a.n_group, k = a.k;
+  float* score = reinterpret_cast<float*>(smem + size_t(warp) * route_warp_bytes(E, G, k));  // (E)
+  float* aux = score + E;                                                                     // (E)
+  const float* row = a.logits + t * a.ls0;
+
+  // Every load first (one latency, not NPL): the logits, and sigmoid_grouped's bias.
+  float v[NPL], bias[NPL];
+  uint32_t valid = 0;
+#pragma unroll
+  for (int i = 0; i < NPL; ++i) {
+    const int e = lane + 32 * i;
+    v[i] = 0.0f;
+    bias[i] = 0.0f;
+    if (e < E) {
+      v[i] = row[e * a.ls1];
+      if (a.bias) bias[i] = a.bias[e * a.bs];
+      valid |= 1u << i;
+    }
+  }
+
+  int sel = -1;  // lane j < k: the j-th selected expert
+  float w = 0.0f;
+  if (a.method == 0) {
+    // softmax: select on the logits (exp is monotone), weights from portable_expf. The
+    // reference's running max is logit 0 when that is NaN, else the largest non-NaN logit
+    // (either zero of a zero maximum gives the same differences).
+    uint32_t mkey = 0;
+#pragma unroll
+    for (int i = 0; i < NPL; ++i)
+      if (((valid >> i) & 1u) && v[i] == v[i]) mkey = max(mkey, score_key(v[i]));
+    mkey = __reduce_max_sync(kFull, mkey);
+    const float l0 = __shfl_sync(kFull, v[0], 0);
+    const float mx = l0 != l0 ? l0 : key_score(mkey);
+#pragma unroll
+    for (int i = 0; i < NPL; ++i)
+      if ((valid >> i) & 1u) aux[lane + 32 * i] = portable_expf(v[i] - mx);
+    uint32_t cand = valid;
+    for (int j = 0; j < k; ++j) {
+      const int b = reg_best<NPL>(v, cand, lane);
+      if (lane == j) sel = b;
+    }
+    __syncwarp();  // aux, written above, read below
+    float sum = 0.0f;
+#pragma unroll 8
+    for (int e = 0; e < E; ++e) sum += aux[e];  // the reference's order
+    if (lane < k && sel >= 0) w = aux[sel] / sum;
+    float sel_sum = 0.0f;
+#pragma unroll 8
+    for (int j = 0; j < k; ++j) sel_sum += __shfl_sync(kFull, w, j);
+    if (a.renormalize) w = w / sel_sum;
+  } else {
+    // sigmoid_grouped: b = sigmoid(l) + bias selects, the unbiased sigmoid weighs
+    float b[NPL];
+#pragma unroll
+    for (int i = 0; i < NPL; ++i) {
+      const float s = portable_sigmoidf(v[i]);
+      b[i] = a.bias ? s + bias[i] : s;
+      if ((valid >> i) & 1u) {
+        aux[lane + 32 * i] = s;
+        score[lane + 32 * i] = b[i];
+      }
+    }
+    __syncwarp();
+    const int per = E / G;
+    uint32_t cand = 0;
+    if (a.topk_group < G) {
+      // group score = sum of the 2 best b of the group: lane g runs the reference's sequential
+      // scans of group g; then topk_group passes over the groups
+      float gs[1] = {0.0f};
+      uint32_t gcand = 0;
+      if (lane < G) {
+        const int lo = lane * per, hi = lo + per;
+        int b0 = lo, b1 = -1;
+#pragma unroll 4
+        for (int e = lo + 1; e < hi; ++e)
+          if (score[e] > score[b0]) b0 = e;
+#pragma unroll 4
+        for (int e = lo; e < hi; ++e)
+          if (e != b0 && (b1 < 0 || score[e] > score[b1])) b1 = e;
+        gs[0] = per >= 2 ? score[b0] + score[b1] : score[b0];
+        gcand = 1;
+      }
+      uint32_t kept = 0;
+      for (int j = 0; j < a.topk_group; ++j) {
+        const int g = reg_best<1>(gs, gcand, lane);
+        if (g >= 0) kept |= 1u << g;
+      }
+#pragma unroll
+      for (int i = 0; i < NPL; ++i)
+        if (((valid >> i) & 1u) && ((kept >> ((lane + 32 * i) / per)) & 1u)) cand |= 1u << i;
+    } else {
+      cand = valid;  // every group is kept (E = G * per)
+    }
+    for (int j = 0; j < k; ++j) {
+      const int bj = reg_best<NPL>(b, cand, lane);
+      if (lane == j) sel = bj;
+    }
+    if (lane < k && sel >= 0) w = aux[sel];
+    float sum = 0.0f;
+#pragma unroll 8
+    for (int j = 0; j < k; ++j) sum += __shfl_sync(kFull, w, j);  // the reference's order
+    w = a.renormalize ? w / (sum + 1e-20f) : w;
+    w = w * a.scaling;
+  }
+  if (lane < k) {
+    a.weights[t * a.ws0 + lane * a.ws1] = w;
+    a.ids[t * a.is0 + lane * a.is1] = sel;
+  }
+}
+
+// The kernel for E, k and n_group: route_kernel_reg where its limits allow, else route_kernel.
+using RouteKernel = void (*)(RouteKernelArgs);
+RouteKernel route_kernel_for(int E, int k, int G) {
+  if (k <= 32 && G <= 32) {
+    if (E <= 4 * 32) return route_kernel_reg<4>;
+    if (E <= 8 * 32) return route_kernel_reg<8>;
+    if (E <= 12 * 32) return route_kernel_reg<12>;
+    if (E <= 16 * 32) return route_kernel_reg<16>;
+  }
+  return route_kernel;
+}
+
 }  // namespace
 
 void route(const RouteArgs& args) {
@@ -239,7 +432,7 @@ void route(const RouteArgs& args) {
   const int dev = L.device_id;
   if (dev != prev) FP4MOE_CUDA_CHECK(cudaSetDevice(dev));
   const unsigned blocks = unsigned((T + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  route_kernel<<<blocks, 32 * kWarpsPerBlock, smem, static_cast<cudaStream_t>(args.stream)>>>(a);
+  route_kernel_for(int(E), int(k), G)<<<blocks, 32 * kWarpsPerBlock, smem, static_cast<cudaStream_t>(args.stream)>>>(a);
   const cudaError_t err = cudaGetLastError();
   if (dev != prev) cudaSetDevice(prev);
   FP4MOE_CUDA_CHECK(err);
