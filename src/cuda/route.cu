@@ -96,6 +96,22 @@ __device__ void warp_top_k(const float* score, unsigned char* cand, int n, int k
   }
 }
 
+// sigmoid_grouped's score of group g (experts [g per, (g + 1) per) of b = score): the sum of
+// its two best b, or its one b when per = 1, by the reference's two sequential scans (a NaN
+// first expert stays best; ties to the lower index). One lane per group.
+__device__ __forceinline__ float group_score(const float* score, int g, int per) {
+  const int lo = g * per, hi = lo + per;
+  int b0 = lo, b1 = -1;
+#pragma unroll 4
+  for (int e = lo + 1; e < hi; ++e)
+    if (score[e] > score[b0]) b0 = e;
+  if (per < 2) return score[b0];
+#pragma unroll 4
+  for (int e = lo; e < hi; ++e)
+    if (e != b0 && (b1 < 0 || score[e] > score[b1])) b1 = e;
+  return score[b0] + score[b1];
+}
+
 __global__ void __launch_bounds__(32 * kWarpsPerBlock) route_kernel(RouteKernelArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -165,13 +181,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) route_kernel(RouteKernelA
     // group score = sum of the 2 best b of the group; one lane per group runs the
     // reference's sequential scans
     for (int g = lane; g < G; g += 32) {
-      const int lo = g * per, hi = lo + per;
-      int b0 = -1, b1 = -1;
-      for (int e = lo; e < hi; ++e)
-        if (b0 < 0 || score[e] > score[b0]) b0 = e;
-      for (int e = lo; e < hi; ++e)
-        if (e != b0 && (b1 < 0 || score[e] > score[b1])) b1 = e;
-      gscore[g] = per >= 2 ? score[b0] + score[b1] : score[b0];
+      gscore[g] = group_score(score, g, per);
       gcand[g] = 1;
     }
     for (int e = lane; e < E; e += 32) cand[e] = 0;
@@ -338,15 +348,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) route_kernel_reg(RouteKer
       float gs[1] = {0.0f};
       uint32_t gcand = 0;
       if (lane < G) {
-        const int lo = lane * per, hi = lo + per;
-        int b0 = lo, b1 = -1;
-#pragma unroll 4
-        for (int e = lo + 1; e < hi; ++e)
-          if (score[e] > score[b0]) b0 = e;
-#pragma unroll 4
-        for (int e = lo; e < hi; ++e)
-          if (e != b0 && (b1 < 0 || score[e] > score[b1])) b1 = e;
-        gs[0] = per >= 2 ? score[b0] + score[b1] : score[b0];
+        gs[0] = group_score(score, lane, per);
         gcand = 1;
       }
       uint32_t kept = 0;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Prepared in v49 (carry [".carry/r49"]: main c5a16d7's sm_90a CLI and test binary, stripped; the
-# library code of main since). ~520 s, timeout_s 600: main's whole test binary, EP apart, in 8
-# shards (suite_shards), then `route us` (and the layer, `--check`) at T = 1 / 16384 on the five
-# presets, which v49 timed on two only.
+# Prepared in v49 (carry [".carry/r49"]: main's sm_90a CLI and test binary, stripped, built after
+# the review that moved both route kernels' group scan into group_score: that refactor has not
+# run on a GPU, and CudaRouting in the suite below checks it bit for bit). ~520 s, timeout_s
+# 600: main's whole test binary, EP apart, in 8 shards (suite_shards), then `route us` (and the
+# layer, `--check`) at T = 1 / 16384 on the five presets, which v49 timed on two only.
 # .carry/r49 missing (a fresh checkout)? Build main (`ninja -C build-carry -j2 fp4moe_cli
 # fp4moe_tests`, sm_90a Release), `strip -o` each of build-carry/fp4moe and fp4moe_tests and
 # `xz -T2 -6` them into .carry/r49/cli.xz and tests.xz.
