@@ -98,18 +98,33 @@ __device__ void warp_top_k(const float* score, unsigned char* cand, int n, int k
 
 // sigmoid_grouped's score of group g (experts [g per, (g + 1) per) of b = score): the sum of
 // its two best b, or its one b when per = 1, by the reference's two sequential scans (a NaN
-// first expert stays best; ties to the lower index). One lane per group.
+// first expert stays best; ties to the lower index). One lane per group. Each scan carries its
+// best value in a register: reading score[best] in the loop made every step wait on the load
+// the step before chose (deepseek-v3, per = 32: 64 dependent shared-memory loads a token).
 __device__ __forceinline__ float group_score(const float* score, int g, int per) {
   const int lo = g * per, hi = lo + per;
-  int b0 = lo, b1 = -1;
-#pragma unroll 4
-  for (int e = lo + 1; e < hi; ++e)
-    if (score[e] > score[b0]) b0 = e;
-  if (per < 2) return score[b0];
-#pragma unroll 4
-  for (int e = lo; e < hi; ++e)
-    if (e != b0 && (b1 < 0 || score[e] > score[b1])) b1 = e;
-  return score[b0] + score[b1];
+  int b0 = lo;
+  float v0 = score[lo];
+#pragma unroll 8
+  for (int e = lo + 1; e < hi; ++e) {
+    const float x = score[e];
+    if (x > v0) {
+      v0 = x;
+      b0 = e;
+    }
+  }
+  if (per < 2) return v0;
+  int b1 = -1;
+  float v1 = 0.0f;
+#pragma unroll 8
+  for (int e = lo; e < hi; ++e) {
+    const float x = score[e];
+    if (e != b0 && (b1 < 0 || x > v1)) {
+      v1 = x;
+      b1 = e;
+    }
+  }
+  return v0 + v1;
 }
 
 __global__ void __launch_bounds__(32 * kWarpsPerBlock) route_kernel(RouteKernelArgs a) {
