@@ -18,6 +18,8 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -359,6 +361,9 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   for (const BackendInfo& b : backends())
     if (b.name == sel.backend) bdev = b.device;
   const bool on_cuda = bdev == DeviceType::cuda;
+  if (o.layers > 1 && !on_cuda)
+    throw std::invalid_argument("--layers: got " + std::to_string(o.layers) + " on the " + sel.backend +
+                                " backend, need 1 (it counts layer calls per CUDA graph)");
   const int iters = o.iters > 0 ? o.iters : (on_cuda ? 50 : 5);
   const int warmup = o.warmup >= 0 ? o.warmup : (on_cuda ? 10 : 1);
   const int sets = o.sets;
@@ -523,8 +528,10 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   const int copies = int(layers.size());
   std::printf("backend: %s on %s (%s)\n", layer.backend().c_str(), device_name.c_str(),
               layer.selection_reason().c_str());
+  const std::string replay =
+      o.layers > 1 ? ", CUDA graph replay of " + std::to_string(o.layers) + " layer calls (µs per call)" : ", CUDA graph replay";
   std::printf("timing: median of %d runs after %d warmup, %d routing/activation sets rotated%s%s\n", iters, warmup,
-              sets, dev == DeviceType::cuda ? ", CUDA graph replay" : "", o.skew ? ", skewed routing" : "");
+              sets, dev == DeviceType::cuda ? replay.c_str() : "", o.skew ? ", skewed routing" : "");
   if (dev == DeviceType::cuda)
     std::printf("L2: %.0f MiB; fewest experts touched at T=%lld: %.0f = %.1f MiB; %d weight cop%s prepared "
                 "(rotated while touched x copies < %d x L2)%s%s\n",
@@ -633,7 +640,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
         ForwardArgs a = sb[size_t(v % sets)].fwd;
         a.stream = stream;
         layers[size_t(v % n_copies)].forward(a);
-      }, warmup, iters, &note, o.nodes ? &node_times : nullptr);
+      }, warmup, iters, &note, o.nodes ? &node_times : nullptr, o.layers);
       if (!note.empty()) timing_note = "forward: " + note;
       note.clear();
       route_us = time_cuda(dev_id, sets, [&](int v, void* stream) {
@@ -656,7 +663,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
         baseline->set_variants(T, bv);
         note.clear();
         base_us = time_cuda(dev_id, bvariants, [&](int v, void* stream) { baseline->run(v, stream); }, warmup,
-                            iters, &note);
+                            iters, &note, nullptr, o.layers);
         if (!note.empty()) timing_note += (timing_note.empty() ? "" : "; ") + ("baseline: " + note);
         // The baseline must compute the same layer, or its time means nothing: compare its
         // output for set 0 with fp4moe's (the last replay of set 0 left it in sb[0].out).
@@ -817,6 +824,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   run["backend_reason"] = layer.selection_reason();
   run["device"] = device_name;
   run["iters"] = iters;
+  run["layers_per_graph"] = o.layers;
   run["warmup"] = warmup;
   run["sets"] = sets;
   run["skew"] = o.skew;
@@ -883,6 +891,11 @@ int bench(const BenchOptions& o) {
       return 2;
     }
     specs.push_back({preset, o.quant});
+  }
+  if (o.layers > 1 && o.nodes) {
+    std::fprintf(stderr, "fp4moe bench: --layers: got %d with --nodes, need 1 (the nodes are timed in a graph of one call)\n",
+                 o.layers);
+    return 2;
   }
   const std::vector<int64_t> tokens = all && !o.tokens_given ? kAllTokens : o.tokens;
   if (tokens.empty()) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #if defined(FP4MOE_WITH_CUDA)
@@ -317,8 +319,14 @@ std::vector<std::string> instrument_chain(cudaGraph_t graph, std::vector<cudaEve
 #endif
 
 std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
-                              int warmup, int iters, std::string* note, GraphNodeTimes* nodes) {
+                              int warmup, int iters, std::string* note, GraphNodeTimes* nodes, int per_graph) {
 #if defined(FP4MOE_WITH_CUDA)
+  if (per_graph < 1) throw std::invalid_argument("time_cuda: per_graph: got " + std::to_string(per_graph) + ", need >= 1");
+  if (nodes && per_graph != 1) throw std::invalid_argument("time_cuda: nodes are timed with per_graph 1 only");
+  // Graph v's launches: variants v * per_graph + j, j < per_graph.
+  auto launch_all = [&](int v, cudaStream_t s) {
+    for (int j = 0; j < per_graph; ++j) launch(int((int64_t(v) * per_graph + j) % variants), s);
+  };
   CLI_CUDA(cudaSetDevice(device));
   cudaStream_t stream;
   CLI_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -335,7 +343,7 @@ std::vector<double> time_cuda(int device, int variants, const std::function<void
     }
     std::string why;
     try {
-      launch(v, stream);
+      launch_all(v, stream);
     } catch (const std::exception& e) {
       why = e.what();
     }
@@ -368,7 +376,7 @@ std::vector<double> time_cuda(int device, int variants, const std::function<void
   (void)cudaGetLastError();  // clear a capture error so the direct path starts clean
   auto run = [&](int v) {
     if (graphs) CLI_CUDA(cudaGraphLaunch(execs[v], stream));
-    else launch(v, stream);
+    else launch_all(v, stream);
   };
   for (int i = 0; i < warmup; ++i) run(i % variants);
   CLI_CUDA(cudaStreamSynchronize(stream));
@@ -384,7 +392,7 @@ std::vector<double> time_cuda(int device, int variants, const std::function<void
   for (int i = 0; i < iters; ++i) {
     float ms = 0;
     CLI_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-    us[i] = double(ms) * 1e3;
+    us[i] = double(ms) * 1e3 / per_graph;
   }
   for (auto& e : ev) cudaEventDestroy(e);
   if (nodes && !graphs && nodes->note.empty()) nodes->note = "no CUDA graph";

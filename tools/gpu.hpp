@@ -81,8 +81,14 @@ struct GraphNodeTimes {
 // CUDA graph once and replayed, timed with a pair of events; when capture fails (a
 // backend that synchronises inside forward) the launches run directly and *note* says so.
 // With `nodes`, the graphs' nodes are then timed in place as GraphNodeTimes says.
+// per_graph > 1: each graph (and each timed sample) holds per_graph launches back to back,
+// variants v * per_graph + j (mod variants), so the launches still come round-robin over the
+// variants in order; each sample is the replay's time / per_graph: a launch's cost inside a
+// larger graph, as a model's decode graph holds one layer call per layer, without the
+// per-replay start and events that a graph of one call pays each time. Not with `nodes`.
 std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
-                              int warmup, int iters, std::string* note, GraphNodeTimes* nodes = nullptr);
+                              int warmup, int iters, std::string* note, GraphNodeTimes* nodes = nullptr,
+                              int per_graph = 1);
 
 // "ns::sm90_rsws_gemm<8, true, 4, false>(Params, WeightMaps)" -> "sm90_rsws_gemm<8, true, 4, false>":
 // a demangled kernel name without its scopes and parameter list.

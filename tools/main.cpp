@@ -60,6 +60,10 @@ int main(int argc, char** argv) {
                     "with --nodes: idle the GPU this many µs before each of those replays (a rested GPU's "
                     "clocks against the timed runs' back-to-back replays)")
       ->check(CLI::Range(0, 1000000));
+  bench->add_option("--layers", b.layers,
+                    "layer calls per timed CUDA graph, back to back over the rotated sets and weight copies, "
+                    "as a model's decode graph holds one per layer; µs are per call (CUDA only; not with --nodes)")
+      ->check(CLI::Range(1, 64))->capture_default_str();
   bench->add_option("--json", b.json_path, "write the results as JSON to this file");
   bench->add_option("--seed", b.seed, "seed of the synthetic weights and inputs")->capture_default_str();
 

@@ -1,0 +1,57 @@
+# Test (ctest CliBenchLayers): `fp4moe bench --layers N` times graphs of N layer calls and
+# reports µs per call. The option is checked first: with --nodes it fails naming --layers
+# (exit 2). Then a run of one call per graph says which backend ran. On a CUDA device: N = 4
+# runs, the JSON records layers_per_graph 4 and every row a positive time, with no timing note
+# (a capture that failed falls back to direct launches and says so). On the host backends:
+# N = 4 fails naming --layers (exit 2), and N = 1 records layers_per_graph 1.
+set(common bench --model qwen3-30b --experts 16 --tokens 1,40 --iters 5 --warmup 1 --no-check --no-baseline
+           --no-ceilings)
+execute_process(COMMAND "${BIN}" ${common} --layers 4 --nodes RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(NOT rc EQUAL 2 OR NOT out MATCHES "--layers")
+  message(FATAL_ERROR "--layers 4 with --nodes: want exit 2 naming --layers, got ${rc}: ${out}")
+endif()
+
+execute_process(COMMAND "${BIN}" ${common} --json "${JSON}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "fp4moe bench (one call per graph) failed (${rc}): ${out}")
+endif()
+file(READ "${JSON}" doc)
+string(JSON backend GET "${doc}" runs 0 backend)
+string(JSON layers GET "${doc}" runs 0 layers_per_graph)
+if(NOT layers EQUAL 1)
+  message(FATAL_ERROR "layers_per_graph is ${layers} without --layers, want 1")
+endif()
+
+file(REMOVE "${JSON}")
+execute_process(COMMAND "${BIN}" ${common} --layers 4 --json "${JSON}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE out)
+if(NOT backend STREQUAL "cuda")
+  if(NOT rc EQUAL 2 OR NOT out MATCHES "--layers")
+    message(FATAL_ERROR "backend ${backend}: --layers 4 should fail naming --layers (exit 2), got ${rc}: ${out}")
+  endif()
+  message("backend ${backend}: --layers 4 refused, as expected")
+  return()
+endif()
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "fp4moe bench --layers 4 failed (${rc}): ${out}")
+endif()
+if(out MATCHES "note: forward:")
+  message(FATAL_ERROR "the forward was not timed as CUDA graphs: ${out}")
+endif()
+file(READ "${JSON}" doc)
+string(JSON layers GET "${doc}" runs 0 layers_per_graph)
+if(NOT layers EQUAL 4)
+  message(FATAL_ERROR "layers_per_graph is ${layers}, --layers was 4")
+endif()
+string(JSON n LENGTH "${doc}" runs 0 rows)
+if(NOT n EQUAL 2)
+  message(FATAL_ERROR "${n} rows, want 2 (--tokens 1,40)")
+endif()
+foreach(i 0 1)
+  string(JSON row GET "${doc}" runs 0 rows ${i})
+  string(JSON us GET "${row}" forward_us_median)
+  if(NOT us MATCHES "^[0-9]+(\\.[0-9]*)?$" OR us MATCHES "^0(\\.0*)?$")
+    message(FATAL_ERROR "row ${i}: forward_us_median ${us}, want a positive time")
+  endif()
+endforeach()
+message("backend cuda: --layers 4 timed, layers_per_graph 4")
