@@ -842,7 +842,10 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
                                 "read on the host before capture"},
                      {"expert_bytes", size_t(bf16_expert)},
                      {"weight_copies", baseline ? baseline->copies() : 0}};
-  run["timing"] = dev == DeviceType::cuda ? "cuda graph replay, cudaEvent per replay" : "std::chrono";
+  run["timing"] = dev != DeviceType::cuda ? "std::chrono"
+                 : o.layers > 1   ? "cuda graph replay of " + std::to_string(o.layers) +
+                                      " layer calls, cudaEvent per replay, time / calls"
+                                  : "cuda graph replay, cudaEvent per replay";
   run["timing_note"] = timing_note;
   run["rows"] = rows;
   return run;
