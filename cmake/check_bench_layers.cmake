@@ -1,9 +1,11 @@
 # Test (ctest CliBenchLayers): `fp4moe bench --layers N` times graphs of N layer calls and
-# reports µs per call. The option is checked first: with --nodes it fails naming --layers
-# (exit 2). Then a run of one call per graph says which backend ran. On a CUDA device: N = 4
-# runs, the JSON records layers_per_graph 4 and every row a positive time, with no timing note
-# (a capture that failed falls back to direct launches and says so). On the host backends:
-# N = 4 fails naming --layers (exit 2), and N = 1 records layers_per_graph 1.
+# reports µs per call; `--warmup-ms MS` replays untimed for MS ms first. The option is checked
+# first: with --nodes it fails naming --layers (exit 2). Then a run of one call per graph says
+# which backend ran (and records layers_per_graph 1, warmup_ms 0). On a CUDA device: N = 4 with
+# --warmup-ms 50 runs, the JSON records layers_per_graph 4, warmup_ms 50 and every row a
+# positive time, with no timing note (a capture that failed falls back to direct launches and
+# says so). On the host backends: N = 4 fails naming --layers and --warmup-ms 50 fails naming
+# --warmup-ms (exit 2 each).
 set(common bench --model qwen3-30b --experts 16 --tokens 1,40 --iters 5 --warmup 1 --no-check --no-baseline
            --no-ceilings)
 execute_process(COMMAND "${BIN}" ${common} --layers 4 --nodes RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
@@ -21,17 +23,26 @@ string(JSON layers GET "${doc}" runs 0 layers_per_graph)
 if(NOT layers EQUAL 1)
   message(FATAL_ERROR "layers_per_graph is ${layers} without --layers, want 1")
 endif()
+string(JSON warm GET "${doc}" runs 0 warmup_ms)
+if(NOT warm MATCHES "^0(\\.0*)?$")
+  message(FATAL_ERROR "warmup_ms is ${warm} without --warmup-ms, want 0")
+endif()
 
 file(REMOVE "${JSON}")
-execute_process(COMMAND "${BIN}" ${common} --layers 4 --json "${JSON}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                ERROR_VARIABLE out)
 if(NOT backend STREQUAL "cuda")
+  execute_process(COMMAND "${BIN}" ${common} --layers 4 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   if(NOT rc EQUAL 2 OR NOT out MATCHES "--layers")
     message(FATAL_ERROR "backend ${backend}: --layers 4 should fail naming --layers (exit 2), got ${rc}: ${out}")
   endif()
-  message("backend ${backend}: --layers 4 refused, as expected")
+  execute_process(COMMAND "${BIN}" ${common} --warmup-ms 50 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 2 OR NOT out MATCHES "--warmup-ms")
+    message(FATAL_ERROR "backend ${backend}: --warmup-ms 50 should fail naming --warmup-ms (exit 2), got ${rc}: ${out}")
+  endif()
+  message("backend ${backend}: --layers 4 and --warmup-ms 50 refused, as expected")
   return()
 endif()
+execute_process(COMMAND "${BIN}" ${common} --layers 4 --warmup-ms 50 --json "${JSON}" RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "fp4moe bench --layers 4 failed (${rc}): ${out}")
 endif()
@@ -42,6 +53,10 @@ file(READ "${JSON}" doc)
 string(JSON layers GET "${doc}" runs 0 layers_per_graph)
 if(NOT layers EQUAL 4)
   message(FATAL_ERROR "layers_per_graph is ${layers}, --layers was 4")
+endif()
+string(JSON warm GET "${doc}" runs 0 warmup_ms)
+if(NOT warm MATCHES "^50(\\.0*)?$")
+  message(FATAL_ERROR "warmup_ms is ${warm}, --warmup-ms was 50")
 endif()
 string(JSON n LENGTH "${doc}" runs 0 rows)
 if(NOT n EQUAL 2)
@@ -54,4 +69,4 @@ foreach(i 0 1)
     message(FATAL_ERROR "row ${i}: forward_us_median ${us}, want a positive time")
   endif()
 endforeach()
-message("backend cuda: --layers 4 timed, layers_per_graph 4")
+message("backend cuda: --layers 4 --warmup-ms 50 timed, layers_per_graph 4, warmup_ms 50")

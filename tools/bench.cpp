@@ -361,6 +361,9 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   for (const BackendInfo& b : backends())
     if (b.name == sel.backend) bdev = b.device;
   const bool on_cuda = bdev == DeviceType::cuda;
+  if (o.warmup_ms > 0 && !on_cuda)
+    throw std::invalid_argument("--warmup-ms: got " + std::to_string(o.warmup_ms) + " on the " + sel.backend +
+                                " backend, need 0 (it warms a GPU to its sustained clocks)");
   if (o.layers > 1 && !on_cuda)
     throw std::invalid_argument("--layers: got " + std::to_string(o.layers) + " on the " + sel.backend +
                                 " backend, need 1 (it counts layer calls per CUDA graph)");
@@ -530,8 +533,10 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
               layer.selection_reason().c_str());
   const std::string replay =
       o.layers > 1 ? ", CUDA graph replay of " + std::to_string(o.layers) + " layer calls (µs per call)" : ", CUDA graph replay";
-  std::printf("timing: median of %d runs after %d warmup, %d routing/activation sets rotated%s%s\n", iters, warmup,
-              sets, dev == DeviceType::cuda ? replay.c_str() : "", o.skew ? ", skewed routing" : "");
+  char warm_s[64] = "";
+  if (o.warmup_ms > 0) std::snprintf(warm_s, sizeof warm_s, " and %.0f ms of replays", o.warmup_ms);
+  std::printf("timing: median of %d runs after %d warmup%s, %d routing/activation sets rotated%s%s\n", iters, warmup,
+              warm_s, sets, dev == DeviceType::cuda ? replay.c_str() : "", o.skew ? ", skewed routing" : "");
   if (dev == DeviceType::cuda)
     std::printf("L2: %.0f MiB; fewest experts touched at T=%lld: %.0f = %.1f MiB; %d weight cop%s prepared "
                 "(rotated while touched x copies < %d x L2)%s%s\n",
@@ -640,7 +645,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
         ForwardArgs a = sb[size_t(v % sets)].fwd;
         a.stream = stream;
         layers[size_t(v % n_copies)].forward(a);
-      }, warmup, iters, &note, o.nodes ? &node_times : nullptr, o.layers);
+      }, warmup, iters, &note, o.nodes ? &node_times : nullptr, o.layers, o.warmup_ms);
       if (!note.empty()) timing_note = "forward: " + note;
       note.clear();
       route_us = time_cuda(dev_id, sets, [&](int v, void* stream) {
@@ -663,7 +668,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
         baseline->set_variants(T, bv);
         note.clear();
         base_us = time_cuda(dev_id, bvariants, [&](int v, void* stream) { baseline->run(v, stream); }, warmup,
-                            iters, &note, nullptr, o.layers);
+                            iters, &note, nullptr, o.layers, o.warmup_ms);
         if (!note.empty()) timing_note += (timing_note.empty() ? "" : "; ") + ("baseline: " + note);
         // The baseline must compute the same layer, or its time means nothing: compare its
         // output for set 0 with fp4moe's (the last replay of set 0 left it in sb[0].out).
@@ -825,6 +830,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   run["device"] = device_name;
   run["iters"] = iters;
   run["layers_per_graph"] = o.layers;
+  run["warmup_ms"] = o.warmup_ms;
   run["warmup"] = warmup;
   run["sets"] = sets;
   run["skew"] = o.skew;

@@ -319,7 +319,8 @@ std::vector<std::string> instrument_chain(cudaGraph_t graph, std::vector<cudaEve
 #endif
 
 std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
-                              int warmup, int iters, std::string* note, GraphNodeTimes* nodes, int per_graph) {
+                              int warmup, int iters, std::string* note, GraphNodeTimes* nodes, int per_graph,
+                              double warmup_ms) {
 #if defined(FP4MOE_WITH_CUDA)
   if (per_graph < 1) throw std::invalid_argument("time_cuda: per_graph: got " + std::to_string(per_graph) + ", need >= 1");
   if (nodes && per_graph != 1) throw std::invalid_argument("time_cuda: nodes are timed with per_graph 1 only");
@@ -380,6 +381,13 @@ std::vector<double> time_cuda(int device, int variants, const std::function<void
   };
   for (int i = 0; i < warmup; ++i) run(i % variants);
   CLI_CUDA(cudaStreamSynchronize(stream));
+  if (warmup_ms > 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < warmup_ms) {
+      for (int v = 0; v < variants; ++v) run(v);
+      CLI_CUDA(cudaStreamSynchronize(stream));
+    }
+  }
   std::vector<cudaEvent_t> ev(2 * size_t(iters));
   for (auto& e : ev) CLI_CUDA(cudaEventCreate(&e));
   for (int i = 0; i < iters; ++i) {

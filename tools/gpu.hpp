@@ -86,9 +86,12 @@ struct GraphNodeTimes {
 // variants in order; each sample is the replay's time / per_graph: a launch's cost inside a
 // larger graph, as a model's decode graph holds one layer call per layer, without the
 // per-replay start and events that a graph of one call pays each time. Not with `nodes`.
+// warmup_ms > 0: after the `warmup` replays, more untimed replays (whole rounds of the
+// variants) until that many ms have passed, so that the timed replays run at the clocks a
+// sustained load settles at (the power cap) rather than at those of a GPU that just woke.
 std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
                               int warmup, int iters, std::string* note, GraphNodeTimes* nodes = nullptr,
-                              int per_graph = 1);
+                              int per_graph = 1, double warmup_ms = 0);
 
 // "ns::sm90_rsws_gemm<8, true, 4, false>(Params, WeightMaps)" -> "sm90_rsws_gemm<8, true, 4, false>":
 // a demangled kernel name without its scopes and parameter list.

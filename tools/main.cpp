@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
                     "layer calls per timed CUDA graph, back to back over the rotated sets and weight copies, "
                     "as a model's decode graph holds one per layer; µs are per call (CUDA only; not with --nodes)")
       ->check(CLI::Range(1, 64))->capture_default_str();
+  bench->add_option("--warmup-ms", b.warmup_ms,
+                    "CUDA: after the warmup runs, untimed replays until this many ms have passed, so that the "
+                    "timed runs see the clocks of a sustained load (the power cap; default 0)")
+      ->check(CLI::Range(0.0, 60000.0))->capture_default_str();
   bench->add_option("--json", b.json_path, "write the results as JSON to this file");
   bench->add_option("--seed", b.seed, "seed of the synthetic weights and inputs")->capture_default_str();
 
