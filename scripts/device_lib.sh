@@ -7,6 +7,9 @@
 #   ab_point, ab_rounds, ab_report   the A/B processes of carried CLIs and their summary (below)
 #   suite_shards        the whole test binary .carry/bin/fp4moe_tests, EP apart, in 8 shards
 #                       (below); test_shards and sm90_shards, a filter's tests likewise
+#   clocks_start MS, clocks_stop   the SM clock, power and power-cap flag every MS ms into
+#                       $OUT/clocks.csv (nvidia-smi in the background), until clocks_stop
+#   mark TEXT           a timestamped line in $OUT/marks.txt, to place a process on that log
 # and creates .carry/bin and $OUT/ab.
 start=$(date +%s)
 ok() { [ $(( $(date +%s) - start )) -lt "$1" ]; }
@@ -14,6 +17,13 @@ unxz() { python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys
 env_variant() {
   printf '#!/bin/sh\n%s exec %s "$@"\n' "$3" "$PWD/$2" > ".carry/bin/fp4moe_$1" && chmod +x ".carry/bin/fp4moe_$1"
 }
+clocks_start() {
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.sw_power_cap --format=csv,noheader \
+    -lms "$1" > "$OUT/clocks.csv" 2>&1 &
+  clocks_pid=$!
+}
+clocks_stop() { kill "$clocks_pid"; }
+mark() { echo "$(date +%H:%M:%S.%N) $*" >> "$OUT/marks.txt"; }
 mkdir -p .carry/bin "$OUT/ab"
 
 # ab_point VARIANT ROUND MODEL QUANT TOKENS: one A/B process of .carry/bin/fp4moe_VARIANT (--check

@@ -531,8 +531,10 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   const int copies = int(layers.size());
   std::printf("backend: %s on %s (%s)\n", layer.backend().c_str(), device_name.c_str(),
               layer.selection_reason().c_str());
-  const std::string replay =
-      o.layers > 1 ? ", CUDA graph replay of " + std::to_string(o.layers) + " layer calls (µs per call)" : ", CUDA graph replay";
+  // --layers: what a graph replay holds, in the printed timing line and the JSON's "timing".
+  const std::string per_graph =
+      o.layers > 1 ? " of " + std::to_string(o.layers) + " layer calls (µs per call)" : std::string();
+  const std::string replay = ", CUDA graph replay" + per_graph;
   char warm_s[64] = "";
   if (o.warmup_ms > 0) std::snprintf(warm_s, sizeof warm_s, " and %.0f ms of replays", o.warmup_ms);
   std::printf("timing: median of %d runs after %d warmup%s, %d routing/activation sets rotated%s%s\n", iters, warmup,
@@ -848,10 +850,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
                                 "read on the host before capture"},
                      {"expert_bytes", size_t(bf16_expert)},
                      {"weight_copies", baseline ? baseline->copies() : 0}};
-  run["timing"] = dev != DeviceType::cuda ? "std::chrono"
-                 : o.layers > 1   ? "cuda graph replay of " + std::to_string(o.layers) +
-                                      " layer calls, cudaEvent per replay, time / calls"
-                                  : "cuda graph replay, cudaEvent per replay";
+  run["timing"] = dev == DeviceType::cuda ? "cuda graph replay" + per_graph + ", cudaEvent per replay" : "std::chrono";
   run["timing_note"] = timing_note;
   run["rows"] = rows;
   return run;

@@ -9,21 +9,19 @@
 set -u
 source scripts/device_lib.sh
 unxz .carry/r50c/cli.xz .carry/bin/fp4moe
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.sw_power_cap --format=csv,noheader \
-  -lms 50 > $OUT/clocks.csv 2>&1 &
-smi=$!
+clocks_start 50
 mkdir -p $OUT/sus
 for spec in kimi-k2:w4a16 deepseek-v3:w4a16 gpt-oss-120b:w4a16 qwen3-235b:w4a16 kimi-k2:w4a4 deepseek-v3:w4a4; do
   m=${spec%%:*}; q=${spec##*:}
   for w in 0 3000; do
     ok 520 || break 2
-    echo "$(date +%H:%M:%S.%N) start $m $q warm$w" >> $OUT/marks.txt
+    mark start $m $q warm$w
     timeout 150 .carry/bin/fp4moe bench --model $m --quant $q --tokens 8,32,128 --iters 50 --no-check --no-baseline \
       --warmup-ms $w --json $OUT/sus/$m-$q-warm$w.json > $OUT/sus/$m-$q-warm$w.txt 2>&1
     echo "$m $q warm$w rc=$? t=$(( $(date +%s) - start ))"
   done
 done
-kill $smi
+clocks_stop
 python3 - "$OUT/sus" <<'PY' | tee $OUT/sustained-summary.txt
 import glob, json, os, sys
 d = {}
