@@ -320,7 +320,7 @@ std::vector<std::string> instrument_chain(cudaGraph_t graph, std::vector<cudaEve
 
 std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
                               int warmup, int iters, std::string* note, GraphNodeTimes* nodes, int per_graph,
-                              double warmup_ms) {
+                              double warmup_ms, bool capture) {
 #if defined(FP4MOE_WITH_CUDA)
   if (per_graph < 1) throw std::invalid_argument("time_cuda: per_graph: got " + std::to_string(per_graph) + ", need >= 1");
   if (nodes && per_graph != 1) throw std::invalid_argument("time_cuda: nodes are timed with per_graph 1 only");
@@ -335,7 +335,7 @@ std::vector<double> time_cuda(int device, int variants, const std::function<void
   std::vector<std::vector<cudaEvent_t>> node_ev(variants);
   if (nodes) *nodes = GraphNodeTimes{.rest_us = nodes->rest_us};
   // Capture one graph per variant; any failure falls back to direct launches.
-  bool graphs = true;
+  bool graphs = capture;
   for (int v = 0; v < variants && graphs; ++v) {
     cudaGraph_t graph = nullptr;
     if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {

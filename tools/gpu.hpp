@@ -89,9 +89,12 @@ struct GraphNodeTimes {
 // warmup_ms > 0: after the `warmup` replays, more untimed replays (whole rounds of the
 // variants) until that many ms have passed, so that the timed replays run at the clocks a
 // sustained load settles at (the power cap) rather than at those of a GPU that just woke.
+// capture = false: direct launches on the stream, no graph. A cudaMemcpyAsync captured into a
+// graph becomes a memcpy node that the copy engines run (2.7 TB/s on the H200, v51), where the
+// same call on a stream runs as the driver's copy kernel (4.25 TB/s).
 std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
                               int warmup, int iters, std::string* note, GraphNodeTimes* nodes = nullptr,
-                              int per_graph = 1, double warmup_ms = 0);
+                              int per_graph = 1, double warmup_ms = 0, bool capture = true);
 
 // "ns::sm90_rsws_gemm<8, true, 4, false>(Params, WeightMaps)" -> "sm90_rsws_gemm<8, true, 4, false>":
 // a demangled kernel name without its scopes and parameter list.
