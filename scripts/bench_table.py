@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables of `fp4moe bench --json` results against issue 4's targets.
 
-    python3 scripts/bench_table.py RESULT.json [MORE.json ...]
+    python3 scripts/bench_table.py [--copy-tbps RATE] RESULT.json [MORE.json ...]
 
 One table per (preset, quantization): per token count the median forward time, the floor
 (max(bytes / copy rate, flops / GEMM rate), ceilings measured in the same run), which term
@@ -10,6 +10,10 @@ baseline when it ran. Results that carry the sustained GEMM rate (the power cap'
 gemm_sustained_flops_per_s) add floor/time against the floor with that rate. The regime decides the target: memory-bound (the byte term at least
 1.5x the flop term) >= 90%, compute-bound (the reverse) >= 78%, in between >= 70%.
 For kimi-k2 W4A16 the Hopper alternatives' times from issue 4 (same GPU model) are shown.
+
+--copy-tbps RATE recomputes every floor with that copy rate (TB/s, read + written) in place of
+the run's own: results from before v51 timed cudaMemcpyAsync inside a CUDA graph, where the copy
+engines run it at 2.7 TB/s, so their ceiling was a copy kernel's 3.94 where the GPU copies at 4.24.
 """
 import json
 import sys
@@ -35,6 +39,24 @@ def regime(row, ceil):
 
 def fmt(x, digits=1):
     return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def rebase(run, ceil, copy):
+    """run with floor_us, floor_bound and the floor fractions recomputed at copy bytes/s."""
+    gemm, sustained = ceil.get("gemm_flops_per_s"), ceil.get("gemm_sustained_flops_per_s")
+    rows = []
+    for row in run.get("rows", []):
+        row = dict(row)
+        mem = row["bytes"] / copy
+        cmp = row["flops"] / gemm if gemm else 0.0
+        row["floor_us"] = 1e6 * max(mem, cmp)
+        row["floor_bound"] = "memory" if mem >= cmp else "compute"
+        us = row.get("forward_us_median")
+        row["floor_fraction"] = row["floor_us"] / us if us else None
+        if sustained and row.get("floor_fraction_sustained_gemm") is not None and us:
+            row["floor_fraction_sustained_gemm"] = 1e6 * max(mem, row["flops"] / sustained) / us
+        rows.append(row)
+    return dict(run, rows=rows)
 
 
 def table(run, ceil):
@@ -78,23 +100,38 @@ def table(run, ceil):
     return lines, met_all
 
 
-def main(paths):
-    if not paths:
+def main(args):
+    copy = None
+    if args[:1] == ["--copy-tbps"]:
+        try:
+            copy = float(args[1]) * 1e12
+        except (IndexError, ValueError):
+            print("--copy-tbps: need a rate in TB/s", file=sys.stderr)
+            return 2
+        if not copy > 0:
+            print(f"--copy-tbps: got {args[1]}, need > 0", file=sys.stderr)
+            return 2
+        args = args[2:]
+    if not args:
         print(__doc__)
         return 2
-    for path in paths:
+    for path in args:
         with open(path) as f:
             doc = json.load(f)
         ceil = (doc.get("machine") or {}).get("ceilings") or {}
         gpu = ((doc.get("machine") or {}).get("gpu") or {}).get("name", "?")
         print(f"## {path}: {gpu}, commit {doc.get('git_commit', '?')}, {doc.get('date', '?')}")
-        print(f"ceilings: copy {fmt((ceil.get('copy_bytes_per_s') or 0) / 1e12, 2)} TB/s, "
+        measured = ""
+        if copy:
+            measured = f" (given; the run measured {fmt((ceil.get('copy_bytes_per_s') or 0) / 1e12, 2)})"
+            ceil = dict(ceil, copy_bytes_per_s=copy)
+        print(f"ceilings: copy {fmt((ceil.get('copy_bytes_per_s') or 0) / 1e12, 2)} TB/s{measured}, "
               f"bf16 GEMM {fmt((ceil.get('gemm_flops_per_s') or 0) / 1e12, 0)} TFLOP/s"
               + (f" (sustained {fmt(ceil['gemm_sustained_flops_per_s'] / 1e12, 0)})"
                  if ceil.get("gemm_sustained_flops_per_s") else ""))
         print()
         for run in doc.get("runs", []):
-            lines, _ = table(run, ceil)
+            lines, _ = table(rebase(run, ceil, copy) if copy else run, ceil)
             print("\n".join(lines))
     return 0
 
