@@ -1,7 +1,7 @@
 # Test (ctest CliBenchLayers): `fp4moe bench --layers N` times graphs of N layer calls and
 # reports µs per call; `--warmup-ms MS` replays untimed for MS ms first. The option is checked
 # first: with --nodes it fails naming --layers (exit 2). Then a run of one call per graph says
-# which backend ran (and records layers_per_graph 1, warmup_ms 0). On a CUDA device: N = 4 with
+# which backend ran (and records layers_per_graph 1, warmup_ms 2000 on CUDA and 0 on the host). On a CUDA device: N = 4 with
 # --warmup-ms 50 runs, the JSON records layers_per_graph 4, warmup_ms 50 and every row a
 # positive time, with no timing note (a capture that failed falls back to direct launches and
 # says so). On the host backends: N = 4 fails naming --layers and --warmup-ms 50 fails naming
@@ -31,7 +31,12 @@ if(NOT rc EQUAL 0)
 endif()
 file(READ "${JSON}" doc)
 string(JSON backend GET "${doc}" runs 0 backend)
-expect_run("${doc}" 1 0)  # the defaults
+# the defaults: one call per graph; 2000 ms of replays before the timed ones on CUDA, none on the host
+if(backend STREQUAL "cuda")
+  expect_run("${doc}" 1 2000)
+else()
+  expect_run("${doc}" 1 0)
+endif()
 
 file(REMOVE "${JSON}")
 if(NOT backend STREQUAL "cuda")

@@ -66,8 +66,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64))->capture_default_str();
   bench->add_option("--warmup-ms", b.warmup_ms,
                     "CUDA: after the warmup runs, untimed replays until this many ms have passed, so that the "
-                    "timed runs see the clocks of a sustained load (the power cap; default 0)")
-      ->check(CLI::Range(0.0, 60000.0))->capture_default_str();
+                    "timed runs see the clocks of a sustained load (the power cap; default 2000; 0: the first "
+                    "replays of a rested GPU)")
+      ->check(CLI::Range(0.0, 60000.0));
   bench->add_option("--json", b.json_path, "write the results as JSON to this file");
   bench->add_option("--seed", b.seed, "seed of the synthetic weights and inputs")->capture_default_str();
 
