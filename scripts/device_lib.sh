@@ -30,11 +30,15 @@ mkdir -p .carry/bin "$OUT/ab"
 # in round 1), its output $OUT/ab/MODEL_QUANT@TOKENS-VARIANT-rROUND.txt (TOKENS' commas as '+'),
 # the names scripts/ab_summary.py reads. The tokens are in the name so that two specs of one
 # preset and quantization in a round keep both outputs (v48's call 3 lost all but the last).
+# Each token count after AB_WARM_MS (default 2000, the bench's since v51) ms of untimed replays:
+# at the power cap's clock; AB_WARM_MS=0 times a rested GPU's first replays; AB_WARM_MS= (empty)
+# passes no option, for CLIs before 2daa5eb, which lack it.
 ab_point() {
-  local chk=--no-check
+  local chk=--no-check warm=()
   [ "$2" = 1 ] && chk=--check
-  timeout 40 ".carry/bin/fp4moe_$1" bench --model "$3" --quant "$4" --tokens "$5" --iters 40 $chk --no-baseline \
-    --no-ceilings > "$OUT/ab/$3_$4@${5//,/+}-$1-r$2.txt" 2>&1
+  [ -n "${AB_WARM_MS-2000}" ] && warm=(--warmup-ms "${AB_WARM_MS-2000}")
+  timeout 60 ".carry/bin/fp4moe_$1" bench --model "$3" --quant "$4" --tokens "$5" --iters 40 $chk --no-baseline \
+    --no-ceilings "${warm[@]}" > "$OUT/ab/$3_$4@${5//,/+}-$1-r$2.txt" 2>&1
 }
 
 # ab_rounds ROUND_S POINT_S "VARIANTS" "SPECS" ["FIRST_SPECS"]: rounds of alternated A/B processes,
