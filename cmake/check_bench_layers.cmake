@@ -1,11 +1,11 @@
 # Test (ctest CliBenchLayers): `fp4moe bench --layers N` times graphs of N layer calls and
 # reports µs per call; `--warmup-ms MS` replays untimed for MS ms first. The option is checked
 # first: with --nodes it fails naming --layers (exit 2). Then a run of one call per graph says
-# which backend ran (and records layers_per_graph 1, warmup_ms 2000 on CUDA and 0 on the host). On a CUDA device: N = 4 with
-# --warmup-ms 50 runs, the JSON records layers_per_graph 4, warmup_ms 50 and every row a
-# positive time, with no timing note (a capture that failed falls back to direct launches and
-# says so). On the host backends: N = 4 fails naming --layers and --warmup-ms 50 fails naming
-# --warmup-ms (exit 2 each).
+# which backend ran (and records layers_per_graph 1, warmup_ms 2000 on CUDA and 0 on the host).
+# On a CUDA device: N = 4 with --warmup-ms 50 runs, the JSON records layers_per_graph 4,
+# warmup_ms 50 and every row a positive time, with no timing note (a capture that failed falls
+# back to direct launches and says so). On the host backends: N = 4 fails naming --layers and
+# --warmup-ms 50 fails naming --warmup-ms (exit 2 each).
 set(common bench --model qwen3-30b --experts 16 --tokens 1,40 --iters 5 --warmup 1 --no-check --no-baseline
            --no-ceilings)
 # The JSON run's layers_per_graph and warmup_ms against what the command line asked for.

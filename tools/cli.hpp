@@ -34,7 +34,7 @@ struct BenchOptions {
   bool nodes = false;                 // also time each node of the forward's CUDA graph in place
   int rest_us = 0;                    // with nodes: the GPU idles this long before each of those replays
   int layers = 1;                     // layer calls per timed CUDA graph (time_cuda's per_graph; CUDA only)
-  double warmup_ms = -1;              // untimed replays after the warmup until this many ms passed; < 0: 2000 on CUDA, 0 on the host
+  double warmup_ms = -1;              // untimed replays after the warmup for this many ms; < 0: 2000 on CUDA, 0 on host
 };
 // 0 ok (or skipped for lack of memory), 1 check failed, 2 error.
 int run_bench(const BenchOptions& options);
