@@ -398,8 +398,18 @@ void log_choice(const char* which, const DecodeProblem& pb, const DecodeConfig& 
   gemm_log(line);
 }
 
+// The edge of GEMM 1 (and of a GEMM 2 whose GEMM 1 did not run here): kDecodeEdge.
+// FP4MOE_DECODE_EDGE (A/B) sets it; 0 runs these kernels, K split, at every shape of at most
+// kDecodeTokenTile rows per active expert, where the fast path's tiles would run (with
+// FP4MOE_DECODE_EDGE2=0 for GEMM 2 too): their weights go to registers without the fast path's
+// shared-memory round trip, which may pay under the power cap (notes v51).
+int decode_edge() {
+  static const int edge = env_int("FP4MOE_DECODE_EDGE", kDecodeEdge);
+  return edge;
+}
+
 DecodeConfig plan(const char* which, const CudaWeights& cw, const WeightMatrix& w, const ExpertRows& rows,
-                  int edge = kDecodeEdge) {
+                  int edge = decode_edge()) {
   const DecodeProblem pb{rows.rows_bound, w.num_experts, w.N, w.K, multiprocessor_count(cw.device)};
   const DecodeConfig c = choose_decode_config(pb, decode_splits(), edge);
   log_choice(which, pb, c);
@@ -485,8 +495,8 @@ bool decode_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream
   // that edge (2: the same as GEMM 1's).
   static const int edge_after = env_int("FP4MOE_DECODE_EDGE2", kDecodeEdgeAfterDecode);
   const DecodeProblem p1{a.rows.rows_bound, cw.w13.num_experts, cw.w13.N, cw.w13.K, multiprocessor_count(cw.device)};
-  const bool after_decode = choose_decode_config(p1).use;
-  const DecodeConfig c = plan("gemm2", cw, cw.w2, a.rows, after_decode ? edge_after : kDecodeEdge);
+  const bool after_decode = choose_decode_config(p1, 0, decode_edge()).use;
+  const DecodeConfig c = plan("gemm2", cw, cw.w2, a.rows, after_decode ? edge_after : decode_edge());
   if (!c.use) return false;
   Params p = base_params(c, cw.w2, a.rows, a.a_bf16, a.a_dq);
   p.epi.y = a.y;

@@ -1159,7 +1159,8 @@ TEST(CudaGemmConfig, DecodeCoversDecodeShapes) {
     pb.N = 16 * (1 + int(rng() % 900));
     pb.K = 16 * (1 + int(rng() % 600));
     pb.num_sms = 1 + int(rng() % 200);
-    const int edge = trial % 3 ? kDecodeEdge : kDecodeEdgeAfterDecode;
+    // the edges the layer uses, and 0 (FP4MOE_DECODE_EDGE=0: never declined for lack of units)
+    const int edge = trial % 4 == 0 ? kDecodeEdgeAfterDecode : trial % 4 == 1 ? 0 : kDecodeEdge;
     const DecodeConfig c = choose_decode_config(pb, 0, edge);
     ASSERT_FALSE(c.why.empty());
     const int64_t active = std::max<int64_t>(1, std::min(pb.num_experts, pb.rows_bound));
