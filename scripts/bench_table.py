@@ -41,9 +41,10 @@ def fmt(x, digits=1):
     return "—" if x is None else f"{x:,.{digits}f}"
 
 
-def rebase(run, ceil, copy):
-    """run with floor_us, floor_bound and the floor fractions recomputed at copy bytes/s."""
-    gemm, sustained = ceil.get("gemm_flops_per_s"), ceil.get("gemm_sustained_flops_per_s")
+def rebase(run, ceil):
+    """run with floor_us, floor_bound and the floor fractions recomputed at ceil's rates."""
+    copy, gemm = ceil["copy_bytes_per_s"], ceil.get("gemm_flops_per_s")
+    sustained = ceil.get("gemm_sustained_flops_per_s")
     rows = []
     for row in run.get("rows", []):
         row = dict(row)
@@ -131,7 +132,7 @@ def main(args):
                  if ceil.get("gemm_sustained_flops_per_s") else ""))
         print()
         for run in doc.get("runs", []):
-            lines, _ = table(rebase(run, ceil, copy) if copy else run, ceil)
+            lines, _ = table(rebase(run, ceil) if copy else run, ceil)
             print("\n".join(lines))
     return 0
 
