@@ -402,7 +402,10 @@ void log_choice(const char* which, const DecodeProblem& pb, const DecodeConfig& 
 // FP4MOE_DECODE_EDGE (A/B) sets it; 0 runs these kernels, K split, at every shape of at most
 // kDecodeTokenTile rows per active expert, where the fast path's tiles would run (with
 // FP4MOE_DECODE_EDGE2=0 for GEMM 2 too): their weights go to registers without the fast path's
-// shared-memory round trip, which may pay under the power cap (notes v51).
+// shared-memory round trip, which might have paid under the power cap (notes v51). Measured on
+// the H200 under the cap (notes v52 §1, W4A16, after 2 s of replays, 5 alternated rounds): 4-7%
+// slower at kimi-k2 T = 8-128, gpt-oss-120b T = 32 / 128 and qwen3-235b T = 8 / 32, ~30% at 8 rows
+// per expert (qwen3 T = 128). So the edge stays.
 int decode_edge() {
   static const int edge = env_int("FP4MOE_DECODE_EDGE", kDecodeEdge);
   return edge;

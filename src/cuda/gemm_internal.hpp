@@ -579,8 +579,11 @@ inline constexpr int kSm90RowTile = 256;           // weight rows per CTA: 2 war
 // rows): qwen3-30b T = 304 / 320 / 336 (19 / 20 / 21 rows) W4A16 -1.5 / -0.7 / -0.3% but W4A4
 // +5.1 / +5.3 / +5.4% (50 alternated processes per point), qwen3-235b T = 288 / 304 / 320 (18 /
 // 19 / 20) +1.4 / +4.5 / +5.1%. Many waves below 16 rows were mixed (wgmma from 13: deepseek-v3
-// T = 448 / 480, 14 / 15 rows, +3.9 / -1.6%; kimi-k2 T = 640 / 704 -0.4 / +0.7%). The
-// environment's FP4MOE_SM90_MIN_ROWS / FP4MOE_SM90_MIN_ROWS_MX replace them, at any waves (A/B).
+// T = 448 / 480, 14 / 15 rows, +3.9 / -1.6%; kimi-k2 T = 640 / 704 -0.4 / +0.7%). Under the
+// power cap (notes v52 §2, after 2 s of replays) the rule held on both sides: wgmma instead of
+// the fast path at 8-11 rows +9 to +14%, at 16 MXFP4 rows 0.0%; the fast path instead of wgmma
+// at 16-32 rows +1.4 to +30%. The environment's FP4MOE_SM90_MIN_ROWS / FP4MOE_SM90_MIN_ROWS_MX
+// replace them, at any waves (A/B).
 inline constexpr int kSm90MinRowsPerExpert = 16;
 inline constexpr int kSm90MinRowsFewWaves = 18;
 inline constexpr int kSm90MinRowsFewestWaves = 19;
