@@ -4,7 +4,8 @@
 #                       makes it executable
 #   env_variant NAME BIN "VAR=v ..."   .carry/bin/fp4moe_NAME: BIN run under those variables (an
 #                       A/B variant that is an environment switch of one binary)
-#   ab_point, ab_rounds, ab_report   the A/B processes of carried CLIs and their summary (below)
+#   ab_point, ab_rounds, ab_rounds_by_point, ab_report   the A/B processes of carried CLIs and
+#                       their summary (below)
 #   suite_shards        the whole test binary .carry/bin/fp4moe_tests, EP apart, in 8 shards
 #                       (below); test_shards and sm90_shards, a filter's tests likewise
 #   clocks_start MS, clocks_stop   the SM clock, power and power-cap flag every MS ms into
@@ -56,6 +57,25 @@ ab_rounds() {
       for m in $specs; do
         ok "$2" || return 0
         IFS=: read -r model q toks <<< "$m"
+        ab_point "$b" $ab_round "$model" "$q" "$toks"
+      done
+    done
+  done
+}
+
+# ab_rounds_by_point ROUND_S POINT_S "VARIANTS" "SPECS": as ab_rounds, but each spec runs every
+# variant in turn before the next spec, so the variants of a point run minutes apart at most.
+# (ab_rounds runs every spec of one variant, then of the next: in v52 the drift between those
+# halves of a round read as -1.8% between two variants running the same kernels.)
+ab_rounds_by_point() {
+  ab_round=0
+  local b m model q toks
+  while ok "$1"; do
+    ab_round=$((ab_round + 1))
+    for m in $4; do
+      IFS=: read -r model q toks <<< "$m"
+      for b in $3; do
+        ok "$2" || return 0
         ab_point "$b" $ab_round "$model" "$q" "$toks"
       done
     done

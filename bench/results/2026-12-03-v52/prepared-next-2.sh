@@ -11,15 +11,8 @@ unxz .carry/lf52/cli.xz .carry/bin/fp4moe_l
 env_variant main .carry/bin/fp4moe_m ""
 env_variant ldfull .carry/bin/fp4moe_l ""
 clocks_start 200
-specs="kimi-k2:w4a16:8,32,128 kimi-k2:w4a4:32 deepseek-v3:w4a16:8,32 qwen3-235b:w4a16:8,32,128 qwen3-30b:w4a16:8,32,128 gpt-oss-120b:w4a16:8,32,128"
-r=0
-while ok ${ROUND_S:-440}; do
-  r=$((r + 1))
-  for m in $specs; do
-    IFS=: read -r model q toks <<< "$m"
-    for b in main ldfull; do ok ${POINT_S:-500} && ab_point $b $r "$model" "$q" "$toks"; done
-  done
-done
+ab_rounds_by_point ${ROUND_S:-440} ${POINT_S:-500} "main ldfull" \
+  "kimi-k2:w4a16:8,32,128 kimi-k2:w4a4:32 deepseek-v3:w4a16:8,32 qwen3-235b:w4a16:8,32,128 qwen3-30b:w4a16:8,32,128 gpt-oss-120b:w4a16:8,32,128"
 clocks_stop
-echo "rounds $r t=$(( $(date +%s) - start ))"
+echo "rounds $ab_round t=$(( $(date +%s) - start ))"
 ab_report main | tee $OUT/ab-report.txt

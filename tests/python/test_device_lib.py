@@ -1,0 +1,75 @@
+"""scripts/device_lib.sh's A/B round loops, run by bash with ab_point replaced by a recorder.
+
+The order of the processes is what an A/B's fairness rests on: ab_rounds runs every spec of one
+variant before the next variant, ab_rounds_by_point every variant of one spec before the next
+spec. The expected orders are built here from the variants and specs, not taken from the script.
+"""
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+LIB = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "device_lib.sh"
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+
+def calls(tmp_path, loop, round_s, point_s, variants, specs, point_seconds=0.0):
+    """The ab_point calls (variant, round, model, quant, tokens) that `loop` makes."""
+    log = tmp_path / "calls.txt"
+    script = f"""
+set -u
+OUT={tmp_path}/out
+source {LIB}
+ab_point() {{ echo "$1 $2 $3 $4 $5" >> {log}; sleep {point_seconds}; }}
+{loop} {round_s} {point_s} "{' '.join(variants)}" "{' '.join(specs)}"
+echo "rounds $ab_round"
+"""
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    lines = log.read_text().splitlines() if log.exists() else []
+    rounds = int(result.stdout.split()[-1])
+    return [tuple(line.split()) for line in lines], rounds
+
+
+VARIANTS = ["main", "new"]
+SPECS = ["kimi-k2:w4a16:8,32", "qwen3-30b:w4a4:128"]
+
+
+def split(spec):
+    model, quant, tokens = spec.split(":")
+    return model, quant, tokens
+
+
+def test_by_point_runs_each_spec_under_every_variant_in_turn(tmp_path):
+    # 0.4 s a process and rounds begun within 1 s: exactly one round of 4 processes (1.6 s, so
+    # the whole seconds `ok` counts have reached 1 when it ends)
+    got, rounds = calls(tmp_path, "ab_rounds_by_point", 1, 100, VARIANTS, SPECS, point_seconds=0.4)
+    expected = [(v, "1", *split(s)) for s in SPECS for v in VARIANTS]
+    assert rounds == 1
+    assert got == expected
+
+
+def test_by_variant_runs_every_spec_of_one_variant_first(tmp_path):
+    got, rounds = calls(tmp_path, "ab_rounds", 1, 100, VARIANTS, SPECS, point_seconds=0.4)
+    expected = [(v, "1", *split(s)) for v in VARIANTS for s in SPECS]
+    assert rounds == 1
+    assert got == expected
+
+
+def test_by_point_starts_no_process_past_point_s(tmp_path):
+    # a round may begin (ROUND_S 100), but no process once POINT_S (0) has passed
+    got, rounds = calls(tmp_path, "ab_rounds_by_point", 100, 0, VARIANTS, SPECS)
+    assert got == []
+    assert rounds == 1
+
+
+def test_by_point_keeps_rounds_whole_while_time_allows(tmp_path):
+    # fast processes: several rounds within ROUND_S = 2 (`ok` counts whole seconds, so at least
+    # one second of rounds), each the same sequence with its number
+    got, rounds = calls(tmp_path, "ab_rounds_by_point", 2, 100, VARIANTS, SPECS, point_seconds=0.02)
+    assert rounds >= 2
+    per_round = [(v, *split(s)) for s in SPECS for v in VARIANTS]
+    for r in range(1, rounds + 1):
+        assert [(c[0], *c[2:]) for c in got if c[1] == str(r)] == per_round
