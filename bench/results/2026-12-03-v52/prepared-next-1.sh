@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Prepared in v52 (carry [".carry/lf52t", ".carry/lf52"]: branch ldfull's (76505b3) test binary and
+# Prepared in v52 (carry [".carry/lf52t", ".carry/lf52"]: branch ldfull's (ea844bc) test binary and
 # CLI, sm_90a, stripped; timeout_s 420, ~300 s). Branch ldfull: the fast path's groups inside K
-# load without a test per stage (bench/results/2026-12-03-v52/ldfull.diff). Before it can merge:
+# load without a test per stage, and its NVFP4-activation kernels in files of their own
+# (bench/results/2026-12-03-v52/ldfull.diff). Before it can merge:
 # the whole test binary, EP apart, on the GPU; then `bench --check` on every preset at the fast
 # path's token counts (W4A16 and W4A4). .carry missing? `git checkout ldfull`, `ninja -C
 # build-carry -j2 fp4moe_tests fp4moe_cli` (sm_90a Release), `strip -o`, `xz -T2 -6` into
