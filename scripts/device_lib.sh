@@ -46,38 +46,32 @@ ab_point() {
 # a round begun while fewer than ROUND_S seconds have passed, none started past POINT_S. A round
 # runs each variant in turn over SPECS (model:quant:tokens ...), and FIRST_SPECS too in rounds 1-2.
 # Leaves the rounds begun in ab_round.
-ab_rounds() {
+ab_rounds() { ab_loop variant "$@"; }
+# ab_rounds_by_point: the same, but each spec runs every variant in turn before the next spec, so
+# the variants of a point run minutes apart at most. (ab_rounds runs every spec of one variant,
+# then of the next: in v52 the drift between those halves of a round read as -1.8% between two
+# variants running the same kernels.)
+ab_rounds_by_point() { ab_loop point "$@"; }
+# ab_loop ORDER (variant: variant-major; point: spec-major) and ab_rounds' arguments.
+ab_loop() {
   ab_round=0
-  local b m model q toks specs
+  local order=$1 b m model q toks specs pairs pair
+  shift
   while ok "$1"; do
     ab_round=$((ab_round + 1))
     specs="$4"
     [ $ab_round -le 2 ] && specs="$specs ${5:-}"
-    for b in $3; do
-      for m in $specs; do
-        ok "$2" || return 0
-        IFS=: read -r model q toks <<< "$m"
-        ab_point "$b" $ab_round "$model" "$q" "$toks"
-      done
-    done
-  done
-}
-
-# ab_rounds_by_point ROUND_S POINT_S "VARIANTS" "SPECS": as ab_rounds, but each spec runs every
-# variant in turn before the next spec, so the variants of a point run minutes apart at most.
-# (ab_rounds runs every spec of one variant, then of the next: in v52 the drift between those
-# halves of a round read as -1.8% between two variants running the same kernels.)
-ab_rounds_by_point() {
-  ab_round=0
-  local b m model q toks
-  while ok "$1"; do
-    ab_round=$((ab_round + 1))
-    for m in $4; do
+    pairs=()
+    if [ "$order" = point ]; then
+      for m in $specs; do for b in $3; do pairs+=("$b $m"); done; done
+    else
+      for b in $3; do for m in $specs; do pairs+=("$b $m"); done; done
+    fi
+    for pair in "${pairs[@]}"; do
+      ok "$2" || return 0
+      read -r b m <<< "$pair"
       IFS=: read -r model q toks <<< "$m"
-      for b in $3; do
-        ok "$2" || return 0
-        ab_point "$b" $ab_round "$model" "$q" "$toks"
-      done
+      ab_point "$b" $ab_round "$model" "$q" "$toks"
     done
   done
 }

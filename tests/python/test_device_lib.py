@@ -15,7 +15,7 @@ LIB = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "device_lib.sh"
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 
-def calls(tmp_path, loop, round_s, point_s, variants, specs, point_seconds=0.0):
+def calls(tmp_path, loop, round_s, point_s, variants, specs, point_seconds=0.0, first_specs=()):
     """The ab_point calls (variant, round, model, quant, tokens) that `loop` makes."""
     log = tmp_path / "calls.txt"
     script = f"""
@@ -23,7 +23,7 @@ set -u
 OUT={tmp_path}/out
 source {LIB}
 ab_point() {{ echo "$1 $2 $3 $4 $5" >> {log}; sleep {point_seconds}; }}
-{loop} {round_s} {point_s} "{' '.join(variants)}" "{' '.join(specs)}"
+{loop} {round_s} {point_s} "{' '.join(variants)}" "{' '.join(specs)}" "{' '.join(first_specs)}"
 echo "rounds $ab_round"
 """
     result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
@@ -73,3 +73,14 @@ def test_by_point_keeps_rounds_whole_while_time_allows(tmp_path):
     per_round = [(v, *split(s)) for s in SPECS for v in VARIANTS]
     for r in range(1, rounds + 1):
         assert [(c[0], *c[2:]) for c in got if c[1] == str(r)] == per_round
+
+
+def test_first_specs_join_the_first_rounds_in_each_order(tmp_path):
+    first = ["gpt-oss-120b:w4a16:32"]
+    for loop, point_major in (("ab_rounds_by_point", True), ("ab_rounds", False)):
+        (tmp_path / "calls.txt").unlink(missing_ok=True)
+        got, rounds = calls(tmp_path, loop, 1, 100, VARIANTS, SPECS, point_seconds=0.3, first_specs=first)
+        specs = SPECS + first
+        pairs = [(v, s) for s in specs for v in VARIANTS] if point_major else [(v, s) for v in VARIANTS for s in specs]
+        assert rounds == 1, loop
+        assert got == [(v, "1", *split(s)) for v, s in pairs], loop
