@@ -213,6 +213,25 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
       load_w(stage, o);
       load_a(stage, kb, o);
     };
+    // The same for a k-block inside K where K is a whole number of k-blocks (the groups before
+    // the last): no A chunk then ends past K, so A's predicate is a_ok alone and its source
+    // a_at (A's base, advanced, where a_ok is false: inside A, never read).
+    auto load_stage_inside = [&](int stage, int kb, int o) {
+      load_w(stage, o);
+      uint8_t* sa = smem + stage * T::kStageBytes + T::kWBytes + T::kSBytes;
+#pragma unroll
+      for (int i = 0; i < kAChunks; ++i) {
+        if (kAChunksAll % kThreads != 0 && threadIdx.x + i * kThreads >= kAChunksAll) break;
+        if constexpr (!A_FP4) {
+          ptx::cp_async_16(sa + a_dst[i], a_at[i] + o * kABlockBytes, a_ok[i]);
+        } else {
+          ptx::cp_async_8(sa + a_dst[i], a_at[i] + o * kABlockBytes, a_ok[i]);
+          const int j = (threadIdx.x + i * kThreads) / 4;
+          sa[T::kADataBytes + j * 4 + (threadIdx.x + i * kThreads) % 4] =
+              a_ok[i] ? p.a_scale[s_arow[j] * (K / 16) + (kb * kFragK + a_k[i]) / 16] : uint8_t(0);
+        }
+      }
+    };
 
     float acc[2][NT][4];
     sm80::zero_acc<NT>(acc);
@@ -284,22 +303,35 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     // fewer instructions per k-block; on the H200 (v25 notes) qwen3-235b T = 128 -7.9%, kimi-k2
     // T = 512 -5.8%, gpt-oss-120b T = 32 / 128 -2.4 / -3.5%. More CTAs per SM by
     // __launch_bounds__ (fewer registers) lost those gains.
-    auto group = [&](auto h, int kb) {
+    // `inside` (a constant): every k-block this group loads and computes is inside K, and K is a
+    // whole number of k-blocks, so no load or k-block needs its own test.
+    auto group = [&](auto h, auto inside, int kb) {
       ptx::cp_async_wait_group<0>();  // k-blocks kb .. kb + kPair - 1 landed (the newest group)
       __syncthreads();  // their stages visible to all; the kPair before them consumed by all warps
 #pragma unroll
-      for (int i = 0; i < kPair; ++i)
-        if (kb + kPair + i < KB) load_stage((1 - h.value) * kPair + i, kb + kPair + i, i);
+      for (int i = 0; i < kPair; ++i) {
+        if constexpr (inside.value) load_stage_inside((1 - h.value) * kPair + i, kb + kPair + i, i);
+        else if (kb + kPair + i < KB) load_stage((1 - h.value) * kPair + i, kb + kPair + i, i);
+      }
       ptx::cp_async_commit_group();
       advance(kPair);
       k_block(h.value * kPair);
 #pragma unroll
       for (int i = 1; i < kPair; ++i)
-        if (kb + i < KB) k_block(h.value * kPair + i);
+        if (inside.value || kb + i < KB) k_block(h.value * kPair + i);
     };
-    for (int kb = 0; kb < KB; kb += 2 * kPair) {
-      group(std::integral_constant<int, 0>{}, kb);
-      if (kb + kPair < KB) group(std::integral_constant<int, 1>{}, kb + kPair);
+    using Zero = std::integral_constant<int, 0>;
+    using One = std::integral_constant<int, 1>;
+    int kb = 0;
+    if (K % kFragK == 0) {
+      for (; kb + 3 * kPair <= KB; kb += 2 * kPair) {  // loads up to kb + 3 kPair - 1
+        group(Zero{}, std::true_type{}, kb);
+        group(One{}, std::true_type{}, kb + kPair);
+      }
+    }
+    for (; kb < KB; kb += 2 * kPair) {
+      group(Zero{}, std::false_type{}, kb);
+      if (kb + kPair < KB) group(One{}, std::false_type{}, kb + kPair);
     }
     ptx::cp_async_wait_group<0>();
 
