@@ -21,8 +21,9 @@
 // slots; warp 0 finds a slot's expert by a warp scan over count[] (no host sync) and the
 // CTA exits when the slot is past the real work. No atomics: results are deterministic.
 //
-// The kernel and its launches, included by gemm_sm80.cu (GEMM 1's instantiations) and
-// gemm_sm80_gemm2.cu (GEMM 2's): one file each keeps each compile under a minute on 2 cores.
+// The kernel and its launches, included by gemm_sm80.cu and gemm_sm80_gemm2.cu (GEMM 1's and
+// GEMM 2's instantiations with bf16 A) and gemm_sm80_gemm{1,2}_fp4a.cu (with NVFP4 A): one file
+// each keeps each compile near a minute on 2 cores.
 #pragma once
 
 #include <cstdint>
@@ -365,6 +366,11 @@ void launch(const Gemm80Config& c, const Params& p, bool dependent, cudaStream_t
   if (p.w.block == 32) launch<A_FP4, GEMM1, true>(c, p, dependent, stream);
   else launch<A_FP4, GEMM1, false>(c, p, dependent, stream);
 }
+// The launches with NVFP4 activations (W4A4), each GEMM's in a file of its own
+// (gemm_sm80_gemm1_fp4a.cu, gemm_sm80_gemm2_fp4a.cu), so that no file of the fast path compiles
+// more than 8 of its kernels.
+void launch_gemm1_fp4a(const Gemm80Config& c, const Params& p, bool dependent, cudaStream_t stream);
+void launch_gemm2_fp4a(const Gemm80Config& c, const Params& p, bool dependent, cudaStream_t stream);
 
 // FP4MOE_LOG=1: each config once per shape.
 inline void log_choice(const char* which, const Gemm80Problem& pb, const Gemm80Config& c) {
