@@ -31,6 +31,7 @@
 #include <type_traits>
 
 #include "cuda/common/check.hpp"
+#include "cuda/common/env.hpp"
 #include "cuda/common/launch.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
@@ -73,6 +74,7 @@ struct Params {
   const int32_t* a_gather;
   float a_mult;  // a_dq, times 2^8 for NVFP4 A (its tiles are decoded as e2m1 * e4m3 * 2^-8)
   int64_t tiles;
+  int inside_min_kb;  // the fewest k-blocks (KB) for which the loads inside K run untested (A/B)
   sm80::Epilogue epi;
 };
 
@@ -324,7 +326,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     using Zero = std::integral_constant<int, 0>;
     using One = std::integral_constant<int, 1>;
     int kb = 0;
-    if (K % kFragK == 0) {
+    if (K % kFragK == 0 && KB >= p.inside_min_kb) {
       for (; kb + 3 * kPair <= KB; kb += 2 * kPair) {  // loads up to kb + 3 kPair - 1
         group(Zero{}, std::true_type{}, kb);
         group(One{}, std::true_type{}, kb + kPair);
@@ -392,6 +394,9 @@ inline Params base_params(const WeightMatrix& w, const ExpertRows& rows, const u
   p.a_scale = a_scale;
   p.a_mult = a_fp4 ? a_dq * exp2i(kNvfp4Fold) : a_dq;
   p.tiles = tiles;
+  // FP4MOE_SM80_INSIDE_MIN_KB (A/B): the untested loads only where K has at least that many
+  // k-blocks (default 0: wherever K is a whole number of them).
+  p.inside_min_kb = env_int("FP4MOE_SM80_INSIDE_MIN_KB", 0);
   return p;
 }
 
