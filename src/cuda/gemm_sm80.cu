@@ -1,6 +1,7 @@
 // The fast path's host side: the tile choice (choose_config) and GEMM 1's launch. The kernel is
-// gemm_sm80_kernel.cuh's; GEMM 2's launch is gemm_sm80_gemm2.cu's, a file of its own so that
-// each compiles in under a minute on 2 cores.
+// gemm_sm80_kernel.cuh's; GEMM 2's launch is gemm_sm80_gemm2.cu's, and the kernels with NVFP4
+// activations are gemm_sm80_gemm{1,2}_fp4a.cu's: files of their own so that each compiles in
+// about a minute on 2 cores.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -103,7 +104,7 @@ void sm80_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) 
   p.epi = sm80::gemm1_epilogue(cw.desc, a);
   // as the dependent of the kernel before it (Gemm1Args::after_kernel), as the decode kernels
   const bool dependent = a.after_kernel && sm80_pdl(cw.device);
-  if (a.a_fp4) sm80::launch<true, true>(c, p, dependent, stream);
+  if (a.a_fp4) sm80::launch_gemm1_fp4a(c, p, dependent, stream);
   else sm80::launch<false, true>(c, p, dependent, stream);
 }
 

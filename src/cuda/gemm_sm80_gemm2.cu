@@ -1,4 +1,5 @@
-// GEMM 2's launch of the fast path (gemm_sm80_kernel.cuh); GEMM 1's is in gemm_sm80.cu.
+// GEMM 2's launch of the fast path (gemm_sm80_kernel.cuh); GEMM 1's is in gemm_sm80.cu, the
+// kernels with NVFP4 activations in gemm_sm80_gemm{1,2}_fp4a.cu.
 #include "cuda/gemm_sm80_kernel.cuh"
 
 namespace fp4moe::cuda {
@@ -14,7 +15,7 @@ bool sm80_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) 
   // let it start (Gemm2Args::rows_settled): it reads them and its first weights before waiting
   const bool pdl = sm80_pdl(cw.device);
   const bool dependent = a.rows_settled && pdl;
-  if (a.a_fp4) sm80::launch<true, false>(c, p, dependent, stream);
+  if (a.a_fp4) sm80::launch_gemm2_fp4a(c, p, dependent, stream);
   else sm80::launch<false, false>(c, p, dependent, stream);
   return pdl;  // the kernel lets its dependents start at once; they wait for its completion
 }

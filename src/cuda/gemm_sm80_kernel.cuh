@@ -21,8 +21,9 @@
 // slots; warp 0 finds a slot's expert by a warp scan over count[] (no host sync) and the
 // CTA exits when the slot is past the real work. No atomics: results are deterministic.
 //
-// The kernel and its launches, included by gemm_sm80.cu (GEMM 1's instantiations) and
-// gemm_sm80_gemm2.cu (GEMM 2's): one file each keeps each compile under a minute on 2 cores.
+// The kernel and its launches, included by gemm_sm80.cu and gemm_sm80_gemm2.cu (GEMM 1's and
+// GEMM 2's instantiations with bf16 A) and gemm_sm80_gemm{1,2}_fp4a.cu (with NVFP4 A): one file
+// each keeps each compile near a minute on 2 cores.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include <type_traits>
 
 #include "cuda/common/check.hpp"
+#include "cuda/common/env.hpp"
 #include "cuda/common/launch.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/gemm_internal.hpp"
@@ -72,6 +74,7 @@ struct Params {
   const int32_t* a_gather;
   float a_mult;  // a_dq, times 2^8 for NVFP4 A (its tiles are decoded as e2m1 * e4m3 * 2^-8)
   int64_t tiles;
+  int inside_min_kb;  // the fewest k-blocks (KB) for which the loads inside K run untested (A/B)
   sm80::Epilogue epi;
 };
 
@@ -213,6 +216,25 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
       load_w(stage, o);
       load_a(stage, kb, o);
     };
+    // The same for a k-block inside K where K is a whole number of k-blocks (the groups before
+    // the last): no A chunk then ends past K, so A's predicate is a_ok alone and its source
+    // a_at (A's base, advanced, where a_ok is false: inside A, never read).
+    auto load_stage_inside = [&](int stage, int kb, int o) {
+      load_w(stage, o);
+      uint8_t* sa = smem + stage * T::kStageBytes + T::kWBytes + T::kSBytes;
+#pragma unroll
+      for (int i = 0; i < kAChunks; ++i) {
+        if (kAChunksAll % kThreads != 0 && threadIdx.x + i * kThreads >= kAChunksAll) break;
+        if constexpr (!A_FP4) {
+          ptx::cp_async_16(sa + a_dst[i], a_at[i] + o * kABlockBytes, a_ok[i]);
+        } else {
+          ptx::cp_async_8(sa + a_dst[i], a_at[i] + o * kABlockBytes, a_ok[i]);
+          const int j = (threadIdx.x + i * kThreads) / 4;
+          sa[T::kADataBytes + j * 4 + (threadIdx.x + i * kThreads) % 4] =
+              a_ok[i] ? p.a_scale[s_arow[j] * (K / 16) + (kb * kFragK + a_k[i]) / 16] : uint8_t(0);
+        }
+      }
+    };
 
     float acc[2][NT][4];
     sm80::zero_acc<NT>(acc);
@@ -284,22 +306,35 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     // fewer instructions per k-block; on the H200 (v25 notes) qwen3-235b T = 128 -7.9%, kimi-k2
     // T = 512 -5.8%, gpt-oss-120b T = 32 / 128 -2.4 / -3.5%. More CTAs per SM by
     // __launch_bounds__ (fewer registers) lost those gains.
-    auto group = [&](auto h, int kb) {
+    // `inside` (a constant): every k-block this group loads and computes is inside K, and K is a
+    // whole number of k-blocks, so no load or k-block needs its own test.
+    auto group = [&](auto h, auto inside, int kb) {
       ptx::cp_async_wait_group<0>();  // k-blocks kb .. kb + kPair - 1 landed (the newest group)
       __syncthreads();  // their stages visible to all; the kPair before them consumed by all warps
 #pragma unroll
-      for (int i = 0; i < kPair; ++i)
-        if (kb + kPair + i < KB) load_stage((1 - h.value) * kPair + i, kb + kPair + i, i);
+      for (int i = 0; i < kPair; ++i) {
+        if constexpr (inside.value) load_stage_inside((1 - h.value) * kPair + i, kb + kPair + i, i);
+        else if (kb + kPair + i < KB) load_stage((1 - h.value) * kPair + i, kb + kPair + i, i);
+      }
       ptx::cp_async_commit_group();
       advance(kPair);
       k_block(h.value * kPair);
 #pragma unroll
       for (int i = 1; i < kPair; ++i)
-        if (kb + i < KB) k_block(h.value * kPair + i);
+        if (inside.value || kb + i < KB) k_block(h.value * kPair + i);
     };
-    for (int kb = 0; kb < KB; kb += 2 * kPair) {
-      group(std::integral_constant<int, 0>{}, kb);
-      if (kb + kPair < KB) group(std::integral_constant<int, 1>{}, kb + kPair);
+    using Zero = std::integral_constant<int, 0>;
+    using One = std::integral_constant<int, 1>;
+    int kb = 0;
+    if (K % kFragK == 0 && KB >= p.inside_min_kb) {
+      for (; kb + 3 * kPair <= KB; kb += 2 * kPair) {  // loads up to kb + 3 kPair - 1
+        group(Zero{}, std::true_type{}, kb);
+        group(One{}, std::true_type{}, kb + kPair);
+      }
+    }
+    for (; kb < KB; kb += 2 * kPair) {
+      group(Zero{}, std::false_type{}, kb);
+      if (kb + kPair < KB) group(One{}, std::false_type{}, kb + kPair);
     }
     ptx::cp_async_wait_group<0>();
 
@@ -333,6 +368,11 @@ void launch(const Gemm80Config& c, const Params& p, bool dependent, cudaStream_t
   if (p.w.block == 32) launch<A_FP4, GEMM1, true>(c, p, dependent, stream);
   else launch<A_FP4, GEMM1, false>(c, p, dependent, stream);
 }
+// The launches with NVFP4 activations (W4A4), each GEMM's in a file of its own
+// (gemm_sm80_gemm1_fp4a.cu, gemm_sm80_gemm2_fp4a.cu), so that no file of the fast path compiles
+// more than 8 of its kernels.
+void launch_gemm1_fp4a(const Gemm80Config& c, const Params& p, bool dependent, cudaStream_t stream);
+void launch_gemm2_fp4a(const Gemm80Config& c, const Params& p, bool dependent, cudaStream_t stream);
 
 // FP4MOE_LOG=1: each config once per shape.
 inline void log_choice(const char* which, const Gemm80Problem& pb, const Gemm80Config& c) {
@@ -354,6 +394,9 @@ inline Params base_params(const WeightMatrix& w, const ExpertRows& rows, const u
   p.a_scale = a_scale;
   p.a_mult = a_fp4 ? a_dq * exp2i(kNvfp4Fold) : a_dq;
   p.tiles = tiles;
+  // FP4MOE_SM80_INSIDE_MIN_KB (A/B): the untested loads only where K has at least that many
+  // k-blocks (default 0: wherever K is a whole number of them).
+  p.inside_min_kb = env_int("FP4MOE_SM80_INSIDE_MIN_KB", 0);
   return p;
 }
 
