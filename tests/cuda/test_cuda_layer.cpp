@@ -339,7 +339,9 @@ TEST_P(CudaLayerConformance, MatchesReference) {
     // finds its experts from the top-k ids itself, and a one-kernel permute runs after the A
     // preparation as its dependent, and the fast path's GEMMs as dependents too (sm80_pdl):
     // launched normally (FP4MOE_DECODE_PDL=0, FP4MOE_SM80_PDL=0), with GEMM 1 on the permute's
-    // rows (FP4MOE_DECODE_DIRECT=0), or with the permute first (FP4MOE_PREP_FIRST=0), the same bits
+    // rows (FP4MOE_DECODE_DIRECT=0), or with the permute first (FP4MOE_PREP_FIRST=0), the same
+    // bits; and the fast path with a test per loaded stage throughout (FP4MOE_SM80_INSIDE_MIN_KB
+    // past any K) as with the untested loads inside K
     if (gemm.empty()) {
       for (const char* var : {"FP4MOE_DECODE_PDL", "FP4MOE_SM80_PDL", "FP4MOE_DECODE_DIRECT", "FP4MOE_PREP_FIRST"}) {
         EnvVar off(var, "0");
@@ -347,6 +349,10 @@ TEST_P(CudaLayerConformance, MatchesReference) {
         EXPECT_EQ(std::memcmp(first.data(), plain.data(), first.size() * 4), 0)
             << var << "=0 differs from the default launch";
       }
+      EnvVar tested("FP4MOE_SM80_INSIDE_MIN_KB", "1000000");
+      const std::vector<float> plain = run.run();
+      EXPECT_EQ(std::memcmp(first.data(), plain.data(), first.size() * 4), 0)
+          << "FP4MOE_SM80_INSIDE_MIN_KB=1000000 (a test per stage) differs from the default";
     }
 
     // a CUDA graph of one forward replays to the same bits
