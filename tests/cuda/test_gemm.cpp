@@ -688,7 +688,9 @@ using fp4moe::testing::ChoiceScope;
 
 // Each mma.sync token tile forced (set_sm80_token_tile) on the fast path, with counts on both
 // sides of every n8 column and tile edge (columns without rows skip their MMAs; 25 and 33 and
-// 50 rows take a second and third tile at the small tiles).
+// 50 rows take a second and third tile at the small tiles). The first three have a partial
+// last k-block in both GEMMs; the "whole_k" three have K a whole number of k-blocks, long enough
+// (GEMM 1 16, GEMM 2 12) that every tile's groups before the last load without a test per stage.
 using Sm80TileScope = ChoiceScope<int, sm80_token_tile, set_sm80_token_tile>;
 
 std::vector<Spec> tile_specs() {
@@ -696,7 +698,12 @@ std::vector<Spec> tile_specs() {
   return {{"tiles_nvfp4", 336, 80, 11, WeightFormat::nvfp4, false, Activation::silu, false, counts, false, 41},
           {"tiles_w4a4_batched", 192, 96, 11, WeightFormat::nvfp4, true, Activation::silu, false, counts, true, 42},
           {"tiles_mxfp4_swiglu_bias", 352, 96, 11, WeightFormat::mxfp4, false, Activation::swiglu_oai, true, counts,
-           false, 43}};
+           false, 43},
+          {"tiles_whole_k_nvfp4", 1024, 768, 11, WeightFormat::nvfp4, false, Activation::silu, false, counts, false, 44},
+          {"tiles_whole_k_w4a4_batched", 1024, 768, 11, WeightFormat::nvfp4, true, Activation::silu, false, counts,
+           true, 45},
+          {"tiles_whole_k_mxfp4_swiglu_bias", 1024, 768, 11, WeightFormat::mxfp4, false, Activation::swiglu_oai, true,
+           counts, false, 46}};
 }
 
 class CudaGemmSm80Tile : public ::testing::TestWithParam<std::tuple<int, int>> {};
@@ -709,7 +716,7 @@ TEST_P(CudaGemmSm80Tile, MatchesHost) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CudaGemmSm80Tiles, CudaGemmSm80Tile,
-                         ::testing::Combine(::testing::Range(0, 3), ::testing::Values(8, 16, 24, 32)),
+                         ::testing::Combine(::testing::Range(0, 6), ::testing::Values(8, 16, 24, 32)),
                          [](const auto& info) {
                            return tile_specs()[size_t(std::get<0>(info.param))].name + "_tile" +
                                   std::to_string(std::get<1>(info.param));
