@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
 }
 
 // The listed instantiations: token tile {8, 16, 24, 32} x A {bf16, NVFP4} x {GEMM 1, GEMM 2} x
-// weight scales {NVFP4, MX}.
+// weight scales {NVFP4, MX}, MX with bf16 A only.
 // dependent: as the programmatic dependent of the kernel before it on the stream (launch.cuh).
 template <bool A_FP4, bool GEMM1, bool MX>
 void launch(const Gemm80Config& c, const Params& p, bool dependent, cudaStream_t stream) {
@@ -363,10 +363,17 @@ void launch(const Gemm80Config& c, const Params& p, bool dependent, cudaStream_t
     default: launch_kernel(sm80_grouped_gemm<4, A_FP4, GEMM1, MX>, grid, block, 0, dependent, stream, p); break;
   }
 }
+// MX weights take bf16 activations only (Layer::prepare: W4A4 needs NVFP4 weights), so the
+// NVFP4-activation launches compile no MX kernels.
 template <bool A_FP4, bool GEMM1>
 void launch(const Gemm80Config& c, const Params& p, bool dependent, cudaStream_t stream) {
-  if (p.w.block == 32) launch<A_FP4, GEMM1, true>(c, p, dependent, stream);
-  else launch<A_FP4, GEMM1, false>(c, p, dependent, stream);
+  if (p.w.block != 32) {
+    launch<A_FP4, GEMM1, false>(c, p, dependent, stream);
+  } else if constexpr (!A_FP4) {
+    launch<A_FP4, GEMM1, true>(c, p, dependent, stream);
+  } else {
+    detail::fail(ErrorKind::unsupported, "fast path: weights: got MXFP4 with NVFP4 activations, need NVFP4 weights");
+  }
 }
 // The launches with NVFP4 activations (W4A4), each GEMM's in a file of its own
 // (gemm_sm80_gemm1_fp4a.cu, gemm_sm80_gemm2_fp4a.cu), so that no file of the fast path compiles
