@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in v53 (carry [".carry/lf53", ".carry/l16"]: aeb4242's CLI, the kernels main 825b895
-# runs, and branch live16's; timeout_s 600, ~520 s). Main against live16 (prepared-next-1.sh)
+# Prepared in v53 (carry [".carry/lf53", ".carry/l16b"]: aeb4242's CLI, the kernels main 446a876
+# runs, and branch live16's, f3d8870; timeout_s 600, ~520 s). Main against live16 (prepared-next-1.sh)
 # where the 16-token tiles run: kimi-k2 T = 384 / 512, deepseek-v3 T = 256 / 384, qwen3-235b and
 # qwen3-30b T = 128 / 192, gpt-oss-120b T = 256 / 384; kimi-k2 T = 32 (8-token tiles, the same
 # kernels) as the control. Point-major, 2 s of replays before each point, --check in round 1.
@@ -8,7 +8,7 @@
 set -u
 source scripts/device_lib.sh
 unxz .carry/lf53/cli.xz .carry/bin/fp4moe_main
-unxz .carry/l16/cli.xz .carry/bin/fp4moe_live16
+unxz .carry/l16b/cli.xz .carry/bin/fp4moe_live16
 clocks_start 200
 ab_rounds_by_point ${ROUND_S:-430} ${POINT_S:-500} "main live16" \
   "kimi-k2:w4a16:32,384,512 kimi-k2:w4a4:512 deepseek-v3:w4a16:256,384 qwen3-235b:w4a16:128,192 qwen3-235b:w4a4:128 qwen3-30b:w4a16:128,192 qwen3-30b:w4a4:128 gpt-oss-120b:w4a16:256,384"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Prepared in v53 (carry [".carry/l16", ".carry/l16b"]: branch live16's first commit, 8162eb7 (the
+# 16-token tiles at their natural 106 registers: GEMM 1 with bf16 A at 4 CTAs per SM), and its
+# second, f3d8870 (95 registers, 5 CTAs, as main); timeout_s 600, ~520 s). Run after
+# prepared-next-2.sh, if live16 gains: does the second commit pay? The two commits
+# where the 16-token tiles run: kimi-k2 T = 384 / 512, deepseek-v3 T = 256 / 384, qwen3-235b and
+# qwen3-30b T = 128 / 192, gpt-oss-120b T = 256 / 384; kimi-k2 T = 32 (8-token tiles, the same
+# kernels) as the control. Point-major, 2 s of replays before each point, --check in round 1.
+set -u
+source scripts/device_lib.sh
+unxz .carry/l16/cli.xz .carry/bin/fp4moe_cta4
+unxz .carry/l16b/cli.xz .carry/bin/fp4moe_live16
+clocks_start 200
+ab_rounds_by_point ${ROUND_S:-430} ${POINT_S:-500} "live16 cta4" \
+  "kimi-k2:w4a16:32,384,512 kimi-k2:w4a4:512 deepseek-v3:w4a16:256,384 qwen3-235b:w4a16:128,192 qwen3-235b:w4a4:128 qwen3-30b:w4a16:128,192 qwen3-30b:w4a4:128 gpt-oss-120b:w4a16:256,384"
+clocks_stop
+echo "rounds $ab_round t=$(( $(date +%s) - start ))"
+ab_report live16 | tee $OUT/ab-report.txt
