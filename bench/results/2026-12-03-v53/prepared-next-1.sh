@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in v53 (carry [".carry/l16t", ".carry/l16b"]: branch live16's (f3d8870) test binary and
-# CLI, sm_90a, stripped; timeout_s 420, ~320 s). Branch live16 (on main 446a876): the 16-token
+# Prepared in v53 (carry [".carry/l16t", ".carry/l16b"]: branch live16's test binary and CLI, of its
+# second commit, sm_90a, stripped; timeout_s 420, ~320 s). Branch live16 (on main): the 16-token
 # tiles' groups inside K take the live n8 columns (one or both) as a constant (SASS, GEMM 1
 # NVFP4 bf16 A: 21.7 -> 19.9 instructions per weight word with both, 19.0 with one), and its
 # second commit keeps those tiles (bf16 A) at 5 CTAs per SM (95 registers, from 106). Its test binary has main's

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in v53 (carry [".carry/lf53", ".carry/l16b"]: aeb4242's CLI, the kernels main 446a876
-# runs, and branch live16's, f3d8870; timeout_s 600, ~520 s). Main against live16 (prepared-next-1.sh)
+# Prepared in v53 (carry [".carry/lf53", ".carry/l16b"]: aeb4242's CLI, the kernels main
+# runs, and branch live16's second commit; timeout_s 600, ~520 s). Main against live16 (prepared-next-1.sh)
 # where the 16-token tiles run: kimi-k2 T = 384 / 512, deepseek-v3 T = 256 / 384, qwen3-235b and
 # qwen3-30b T = 128 / 192, gpt-oss-120b T = 256 / 384; kimi-k2 T = 32 (8-token tiles, the same
 # kernels) as the control. Point-major, 2 s of replays before each point, --check in round 1.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Prepared in v53 (carry [".carry/l16", ".carry/l16b"]: branch live16's first commit, 8162eb7 (the
+# Prepared in v53 (carry [".carry/l16", ".carry/l16b"]: branch live16's first commit (the
 # 16-token tiles at their natural 106 registers: GEMM 1 with bf16 A at 4 CTAs per SM), and its
-# second, f3d8870 (95 registers, 5 CTAs, as main); timeout_s 600, ~520 s). Run after
+# second (95 registers, 5 CTAs, as main); timeout_s 600, ~520 s). Run after
 # prepared-next-2.sh, if live16 gains: does the second commit pay? The two commits
 # where the 16-token tiles run: kimi-k2 T = 384 / 512, deepseek-v3 T = 256 / 384, qwen3-235b and
 # qwen3-30b T = 128 / 192, gpt-oss-120b T = 256 / 384; kimi-k2 T = 32 (8-token tiles, the same
