@@ -184,7 +184,10 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
       for (int i = 0; i < kAChunks; ++i) a_at[i] += n * kABlockBytes;
     };
     // k-block kb (offset o from the sources) into stage `stage` (a constant once unrolled): its
-    // weights and scales (load_w), then its A tile (load_a).
+    // weights and scales (load_w), then its A tile (load_a). `inside` (a constant): the k-block is
+    // inside K and K is a whole number of k-blocks (the groups before the last), so no A chunk
+    // ends past K: A's predicate is a_ok alone and its source a_at (A's base, advanced, where
+    // a_ok is false: inside A, never read).
     auto load_w = [&](int stage, int o) {
       uint8_t* st = smem + stage * T::kStageBytes;
       if (w_on) {
@@ -194,17 +197,18 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
       }
       if (s_on) ptx::cp_async_16(st + s_dst, s_at + o * sb, true);
     };
-    auto load_a = [&](int stage, int kb, int o) {
+    auto load_a = [&](int stage, int kb, int o, auto inside) {
       uint8_t* st = smem + stage * T::kStageBytes;
       uint8_t* sa = st + T::kWBytes + T::kSBytes;
 #pragma unroll
       for (int i = 0; i < kAChunks; ++i) {
         if (kAChunksAll % kThreads != 0 && threadIdx.x + i * kThreads >= kAChunksAll) break;
-        const bool valid = a_ok[i] && kb * kFragK + a_k[i] < K;
+        const bool valid = a_ok[i] && (inside.value || kb * kFragK + a_k[i] < K);
+        const uint8_t* src = inside.value || valid ? a_at[i] + o * kABlockBytes : a_base;
         if constexpr (!A_FP4) {
-          ptx::cp_async_16(sa + a_dst[i], valid ? a_at[i] + o * kABlockBytes : a_base, valid);
+          ptx::cp_async_16(sa + a_dst[i], src, valid);
         } else {
-          ptx::cp_async_8(sa + a_dst[i], valid ? a_at[i] + o * kABlockBytes : a_base, valid);
+          ptx::cp_async_8(sa + a_dst[i], src, valid);
           // scale rows (K/16 bytes) need not be 4-byte aligned: plain loads, seen after the barrier
           const int j = (threadIdx.x + i * kThreads) / 4, ch = (threadIdx.x + i * kThreads) % 4;
           sa[T::kADataBytes + j * 4 + ch] =
@@ -212,28 +216,9 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
         }
       }
     };
-    auto load_stage = [&](int stage, int kb, int o) {
+    auto load_stage = [&](int stage, int kb, int o, auto inside) {
       load_w(stage, o);
-      load_a(stage, kb, o);
-    };
-    // The same for a k-block inside K where K is a whole number of k-blocks (the groups before
-    // the last): no A chunk then ends past K, so A's predicate is a_ok alone and its source
-    // a_at (A's base, advanced, where a_ok is false: inside A, never read).
-    auto load_stage_inside = [&](int stage, int kb, int o) {
-      load_w(stage, o);
-      uint8_t* sa = smem + stage * T::kStageBytes + T::kWBytes + T::kSBytes;
-#pragma unroll
-      for (int i = 0; i < kAChunks; ++i) {
-        if (kAChunksAll % kThreads != 0 && threadIdx.x + i * kThreads >= kAChunksAll) break;
-        if constexpr (!A_FP4) {
-          ptx::cp_async_16(sa + a_dst[i], a_at[i] + o * kABlockBytes, a_ok[i]);
-        } else {
-          ptx::cp_async_8(sa + a_dst[i], a_at[i] + o * kABlockBytes, a_ok[i]);
-          const int j = (threadIdx.x + i * kThreads) / 4;
-          sa[T::kADataBytes + j * 4 + (threadIdx.x + i * kThreads) % 4] =
-              a_ok[i] ? p.a_scale[s_arow[j] * (K / 16) + (kb * kFragK + a_k[i]) / 16] : uint8_t(0);
-        }
-      }
+      load_a(stage, kb, o, inside);
     };
 
     float acc[2][NT][4];
@@ -298,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     if constexpr (!GEMM1) ptx::grid_dependency_wait();
 #pragma unroll
     for (int s = 0; s < kPair; ++s)
-      if (s < KB) load_a(s, s, s);
+      if (s < KB) load_a(s, s, s, std::false_type{});
     ptx::cp_async_commit_group();
     advance(kPair);
     // The group of k-blocks kb .. kb + kPair - 1 in stages [h * kPair, + kPair): two groups per
@@ -312,10 +297,8 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
       ptx::cp_async_wait_group<0>();  // k-blocks kb .. kb + kPair - 1 landed (the newest group)
       __syncthreads();  // their stages visible to all; the kPair before them consumed by all warps
 #pragma unroll
-      for (int i = 0; i < kPair; ++i) {
-        if constexpr (inside.value) load_stage_inside((1 - h.value) * kPair + i, kb + kPair + i, i);
-        else if (kb + kPair + i < KB) load_stage((1 - h.value) * kPair + i, kb + kPair + i, i);
-      }
+      for (int i = 0; i < kPair; ++i)
+        if (inside.value || kb + kPair + i < KB) load_stage((1 - h.value) * kPair + i, kb + kPair + i, i, inside);
       ptx::cp_async_commit_group();
       advance(kPair);
       k_block(h.value * kPair);
