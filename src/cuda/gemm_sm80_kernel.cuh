@@ -228,7 +228,8 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     // warps' samples were barrier stalls with one per k-block). kStages = 2 * kPair: after the
     // barrier of k-blocks kb .. kb + kPair - 1 every warp is done with the kPair before them,
     // whose stages then take kb + kPair .., loaded while kb .. are computed.
-    auto k_block = [&](int stage) {  // the k-block in stage `stage` (a constant once unrolled)
+    // lv: the live n8 columns, `live` or (16-token tiles inside K) a constant 1 or 2.
+    auto k_block = [&](int stage, auto lv) {  // the k-block in stage `stage` (a constant once unrolled)
       const uint8_t* st = smem + stage * T::kStageBytes;
       const uint8_t* sa = st + T::kWBytes + T::kSBytes;
       uint4 wq[2];
@@ -243,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
         uint32_t bfrag[NT][4];          // b0, b1 of k-step 2kp, then of 2kp+1
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          if (nt >= live) break;
+          if (nt >= int(lv)) break;
           if constexpr (!A_FP4) {
             const int j = nt * 8 + (lane % 8), ch = kp * 4 + lane / 8;
             ptx::ldmatrix_x4(bfrag[nt], sa + j * 128 + sm80::a_bf16_swizzle(j, ch));
@@ -270,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
             sm80::weight_a_frag(a, wq[mt], ws[mt], kk, mx, decode_low, mul16);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-              if (nt < live) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, bfrag[nt][2 * h], bfrag[nt][2 * h + 1]);
+              if (nt < int(lv)) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, bfrag[nt][2 * h], bfrag[nt][2 * h + 1]);
           }
         }
       }
@@ -293,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     // __launch_bounds__ (fewer registers) lost those gains.
     // `inside` (a constant): every k-block this group loads and computes is inside K, and K is a
     // whole number of k-blocks, so no load or k-block needs its own test.
-    auto group = [&](auto h, auto inside, int kb) {
+    auto group = [&](auto h, auto inside, int kb, auto lv) {
       ptx::cp_async_wait_group<0>();  // k-blocks kb .. kb + kPair - 1 landed (the newest group)
       __syncthreads();  // their stages visible to all; the kPair before them consumed by all warps
 #pragma unroll
@@ -301,23 +302,34 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
         if (inside.value || kb + kPair + i < KB) load_stage((1 - h.value) * kPair + i, kb + kPair + i, i, inside);
       ptx::cp_async_commit_group();
       advance(kPair);
-      k_block(h.value * kPair);
+      k_block(h.value * kPair, lv);
 #pragma unroll
       for (int i = 1; i < kPair; ++i)
-        if (inside.value || kb + i < KB) k_block(h.value * kPair + i);
+        if (inside.value || kb + i < KB) k_block(h.value * kPair + i, lv);
     };
     using Zero = std::integral_constant<int, 0>;
     using One = std::integral_constant<int, 1>;
     int kb = 0;
-    if (K % kFragK == 0 && KB >= p.inside_min_kb) {
+    auto inside_loop = [&](auto lv) {
       for (; kb + 3 * kPair <= KB; kb += 2 * kPair) {  // loads up to kb + 3 kPair - 1
-        group(Zero{}, std::true_type{}, kb);
-        group(One{}, std::true_type{}, kb + kPair);
+        group(Zero{}, std::true_type{}, kb, lv);
+        group(One{}, std::true_type{}, kb + kPair, lv);
+      }
+    };
+    if (K % kFragK == 0 && KB >= p.inside_min_kb) {
+      // 16-token tiles: one loop per count of live columns, each with it as a constant (its B
+      // loads and MMAs untested); the wider tiles keep the tests (a loop per count would copy
+      // the k loop 3-4 times).
+      if constexpr (NT == 2) {
+        if (live == 2) inside_loop(std::integral_constant<int, 2>{});
+        else inside_loop(std::integral_constant<int, 1>{});
+      } else {
+        inside_loop(live);
       }
     }
     for (; kb < KB; kb += 2 * kPair) {
-      group(Zero{}, std::false_type{}, kb);
-      if (kb + kPair < KB) group(One{}, std::false_type{}, kb + kPair);
+      group(Zero{}, std::false_type{}, kb, live);
+      if (kb + kPair < KB) group(One{}, std::false_type{}, kb + kPair, live);
     }
     ptx::cp_async_wait_group<0>();
 
