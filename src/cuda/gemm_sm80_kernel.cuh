@@ -80,8 +80,11 @@ struct Params {
 
 // MX: the weights' scales are MX exponents (w.block == 32), known at compile time so that the
 // scale selection of every k-step folds to constants (ptxas recomputed it per k-block).
+// CTAs per SM asked of ptxas: 16-token tiles with bf16 A 5 (at most 102 registers), as they ran
+// before their loops inside K took the live columns as constants (which left them 106-108, 4 CTAs).
 template <int NT, bool A_FP4, bool GEMM1, bool MX>
-__global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3 : 4) sm80_grouped_gemm(const Params p) {
+__global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3 : NT == 2 ? 5 : 4)
+    sm80_grouped_gemm(const Params p) {
   using T = Tile<NT, A_FP4>;
   constexpr int kPair = T::kPair;
   constexpr int kTok = T::kTok;
