@@ -22,6 +22,13 @@ using namespace fp4moe;
 
 namespace {
 
+// A folder of the repository (`rel` from its root): where this source file says, or else under
+// the working directory (a test binary moved to another checkout, run from its root).
+fs::path repo_dir(const fs::path& rel) {
+  const fs::path built = fs::path(__FILE__).parent_path().parent_path() / rel;
+  return fs::is_directory(built) ? built : fs::current_path() / rel;
+}
+
 // A fresh directory per test, removed afterwards.
 struct TempDir {
   std::string path;
@@ -587,7 +594,7 @@ TEST(Checkpoint, OpenErrors) {
 
 // Every input the fuzzer ever found a problem with, replayed exactly as the fuzzer runs it.
 TEST(SafetensorsRobust, FuzzRegressions) {
-  const fs::path corpus = fs::path(__FILE__).parent_path() / "data" / "fuzz_regressions";
+  const fs::path corpus = repo_dir("tests/data/fuzz_regressions");
   ASSERT_TRUE(fs::is_directory(corpus)) << corpus;
   TempDir dir;
   int n = 0;
@@ -606,7 +613,7 @@ TEST(SafetensorsRobust, FuzzRegressions) {
 
 // The seed corpus is valid: every seed parses, round-trips, and (mode 1) loads as layer 0.
 TEST(SafetensorsRobust, FuzzSeedsAreValid) {
-  const fs::path corpus = fs::path(__FILE__).parent_path().parent_path() / "fuzz" / "corpus";
+  const fs::path corpus = repo_dir("fuzz/corpus");
   ASSERT_TRUE(fs::is_directory(corpus)) << corpus;
   TempDir dir;
   int n = 0;
