@@ -5,7 +5,9 @@ usage: ncu_breakdown.py profile.csv
 The bench runs the forward several times (warm-up, timed replays); this prints the last
 complete forward: each kernel once, in launch order, with its duration in microseconds. The
 routing kernel is left out: the bench launches it on its own, around the forwards (timed
-apart as "route us"), so it does not mark where a forward starts.
+apart as "route us"), so it does not mark where a forward starts. Any other metrics the run
+collected are printed after the duration, one column each, under a short name (the metric's
+name without its rollup suffix); a legend of the full names follows the table.
 """
 import csv
 import sys
@@ -23,28 +25,51 @@ def kernel_name(full):
     return head.split("::")[-1] + angle + tail
 
 
+def short_name(metric):
+    """A column's head: 'smsp__issue_active.avg.pct_of_peak_sustained_active' -> 'issue_active',
+    'smsp__inst_executed_pipe_alu.avg...' -> 'pipe_alu', 'sm__pipe_tensor_op_hmma_cycles_active...'
+    -> 'pipe_tensor_op_hmma' (at most 16 characters)."""
+    base = metric.split(".")[0].split("__", 1)[-1]
+    return base.replace("inst_executed_", "").replace("_cycles_active", "")[:16]
+
+
+def cell(value):
+    """A metric's value in 16 characters: one decimal, or 4 significant digits when large."""
+    return f"{value:16.1f}" if abs(value) < 1e6 else f"{value:16.4g}"
+
+
 def main() -> int:
-    rows = []
+    launches = {}  # launch ID -> (kernel name, {metric: value}), in the file's order
     with open(sys.argv[1], newline="") as f:
         lines = [ln for ln in f if ln.startswith('"')]
     for r in csv.DictReader(lines):
-        if r.get("Metric Name") != "gpu__time_duration.sum":
-            continue
         name = kernel_name(r.get("Kernel Name", "?"))
-        if name == "route_kernel":
+        if name.split("<")[0] in ("route_kernel", "route_kernel_reg") or "Metric Name" not in r:
             continue
-        rows.append((name, float(r["Metric Value"].replace(",", "")) / 1e3))
+        try:
+            value = float(r["Metric Value"].replace(",", ""))
+        except ValueError:
+            continue
+        launches.setdefault(r.get("ID", str(len(launches))), (name, {}))[1][r["Metric Name"]] = value
+    rows = [(n, m) for n, m in launches.values() if "gpu__time_duration.sum" in m]
     if not rows:
         print("no kernels in", sys.argv[1])
         return 1
+    extra = sorted({k for _, m in rows for k in m if k != "gpu__time_duration.sum"})
     # one forward = the run of kernels up to the first repeat of the first kernel's name
     first = rows[0][0]
     starts = [i for i, (n, _) in enumerate(rows) if n == first]
     last = rows[starts[-2]:starts[-1]] if len(starts) >= 2 else rows
-    total = sum(us for _, us in last)
-    for n, us in last:
-        print(f"  {n:40s} {us:9.1f} us")
-    print(f"  {'sum of kernels':40s} {total:9.1f} us ({len(last)} kernels)")
+    total = sum(m["gpu__time_duration.sum"] for _, m in last) / 1e3
+    width = max([40] + [len(n) for n, _ in last])
+    if extra:
+        print(f"  {'kernel':{width}s} {'us':>9s}    " + " ".join(f"{short_name(k):>16s}" for k in extra))
+    for n, m in last:
+        cols = " ".join(cell(m[k]) if k in m else f"{'-':>16s}" for k in extra)
+        print(f"  {n:{width}s} {m['gpu__time_duration.sum'] / 1e3:9.1f} us " + cols)
+    print(f"  {'sum of kernels':{width}s} {total:9.1f} us ({len(last)} kernels)")
+    for k in extra:
+        print(f"    {short_name(k)}: {k}")
     return 0
 
 

@@ -6,6 +6,7 @@ then the forward's kernels; forwards repeated, the profile's last one cut short 
 lines are built here from the durations written into the file.
 """
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -17,15 +18,42 @@ GEMM = "void unnamed>::sm90_rsws_gemm<16, 1, 2, 0, 16>(unnamed>::Params, unnamed
 NARROW = "void fp4moe::cuda::(anonymous namespace)::sm90_rsws_gemm<8, 1, 4, 0, 2>((anonymous namespace)::Params)"
 
 
-def profile(forwards):
-    """forwards: lists of (kernel, ns); each forward follows a routing kernel of 9,000 ns."""
+ROUTE = "unnamed>::route_kernel(unnamed>::RouteKernelArgs)"
+ROUTE_REG = "void unnamed>::route_kernel_reg<12>(unnamed>::RouteKernelArgs)"
+
+
+def profile(forwards, route=ROUTE, routes=1):
+    """forwards: lists of (kernel, ns); each forward follows `routes` launches of the routing
+    kernel, 9,000 ns each. Each launch also has dram__bytes_read.sum = ns / 2 bytes (a second
+    metric, printed as a column)."""
     lines, kid = ["==PROF== a line ncu prints, not CSV\n", HEADER], 0
     for kernels in forwards:
-        for name, ns in [("unnamed>::route_kernel(unnamed>::RouteKernelArgs)", 9000)] + kernels:
+        for name, ns in [(route, 9000)] * routes + kernels:
             lines.append(f'"{kid}","{name}","gpu__time_duration.sum","ns","{ns:,}"\n')
-            lines.append(f'"{kid}","{name}","dram__bytes_read.sum","byte","1,024"\n')
+            lines.append(f'"{kid}","{name}","dram__bytes_read.sum","byte","{ns // 2:,}"\n')
             kid += 1
     return "".join(lines)
+
+
+ROW = re.compile(r"^  (.+?)\s+([0-9.]+) us(?: \(\d+ kernels\))?\s*(.*)$")
+
+
+def parse(out):
+    """(kernel rows as (name, us, [extra values]), the sum row's us, the legend lines)."""
+    lines = out.rstrip().splitlines()
+    assert lines[0].split()[:2] == ["kernel", "us"] and lines[0].split()[2] == "bytes_read"
+    rows, total, legend = [], None, []
+    for line in lines[1:]:
+        if line.startswith("    "):
+            legend.append(line.strip())
+            continue
+        m = ROW.match(line)
+        assert m, line
+        if m.group(1) == "sum of kernels":
+            total = float(m.group(2))
+        else:
+            rows.append((m.group(1), float(m.group(2)), [float(v) for v in m.group(3).split()]))
+    return rows, total, legend
 
 
 def test_prints_the_last_complete_forward_without_the_routing(tmp_path):
@@ -34,11 +62,26 @@ def test_prints_the_last_complete_forward_without_the_routing(tmp_path):
     path = tmp_path / "p.csv"
     path.write_text(profile([first, last, last[:1]]))
     out = subprocess.run([sys.executable, str(SCRIPT), str(path)], capture_output=True, text=True, check=True).stdout
-    rows = [line.split() for line in out.strip().splitlines()]
-    names = [" ".join(r[:-2]) for r in rows[:-1]]
-    assert names == ["permute_count", "sm90_rsws_gemm<16, 1, 2, 0, 16>", "sm90_rsws_gemm<8, 1, 4, 0, 2>"]
-    assert [float(r[-2]) for r in rows[:-1]] == [ns / 1000 for _, ns in last]
+    rows, total, legend = parse(out)
+    assert [n for n, _, _ in rows] == ["permute_count", "sm90_rsws_gemm<16, 1, 2, 0, 16>", "sm90_rsws_gemm<8, 1, 4, 0, 2>"]
+    assert [us for _, us, _ in rows] == [ns / 1000 for _, ns in last]
+    # the second metric, per launch of the last forward (not the first forward's values)
+    assert [extra for _, _, extra in rows] == [[float(ns // 2)] for _, ns in last]
     assert "route_kernel" not in out
-    total = sum(ns for _, ns in last) / 1000
-    assert rows[-1][:3] == ["sum", "of", "kernels"] and float(rows[-1][3]) == round(total, 1)
-    assert out.strip().endswith(f"({len(last)} kernels)")
+    assert total == round(sum(ns for _, ns in last) / 1000, 1)
+    assert f"({len(last)} kernels)" in out
+    assert legend == ["bytes_read: dram__bytes_read.sum"]
+
+
+def test_the_register_routing_kernel_timed_apart_is_left_out_too(tmp_path):
+    """The bench times routing on its own, launching route_kernel_reg<N> several times in a row:
+    those launches neither mark a forward nor appear in it."""
+    fwd = [("unnamed>::permute_block(PermuteArgs)", 5200), (GEMM, 689100), (NARROW, 372900)]
+    path = tmp_path / "p.csv"
+    path.write_text(profile([fwd, fwd, fwd[:2]], route=ROUTE_REG, routes=3))
+    out = subprocess.run([sys.executable, str(SCRIPT), str(path)], capture_output=True, text=True, check=True).stdout
+    rows, total, _ = parse(out)
+    assert [(n, us) for n, us, _ in rows] == [
+        ("permute_block", 5.2), ("sm90_rsws_gemm<16, 1, 2, 0, 16>", 689.1), ("sm90_rsws_gemm<8, 1, 4, 0, 2>", 372.9)]
+    assert "route_kernel" not in out
+    assert total == round((5200 + 689100 + 372900) / 1000, 1)
