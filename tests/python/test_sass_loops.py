@@ -1,0 +1,79 @@
+"""scripts/sass_loops.py: the opcode counts of inner loops on a synthetic cuobjdump dump.
+
+The dump below has the shapes of a warp-specialized kernel's code: an outer loop (the units)
+around the k loop, whose barrier wait branches to an out-of-line retry past the kernel's end
+that spins on itself (an inner loop with no MMA) and jumps back into the k loop (a backward
+branch whose span holds the spin: not an inner loop). The expected counts are written out by
+hand from the listing.
+"""
+import pathlib
+import subprocess
+import sys
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "sass_loops.py"
+
+KERNEL = "_Z6kernelILi8EEvv"
+OTHER = "_Z5otherv"
+
+
+def sass(name, lines):
+    """One function of a cuobjdump -sass dump: lines are (address, instruction)."""
+    body = "".join(f"        /*{a:04x}*/                   {ins} ;                  /* 0x000fe20000000f00 */\n"
+                   for a, ins in lines)
+    return f"\n\t\tFunction : {name}\n\t.headerflags\t@\"EF_CUDA_SM90\"\n{body}"
+
+
+CODE = [
+    (0x0000, "MOV R1, c[0x0][0x28]"),
+    # the unit loop: 0x0010 .. 0x00c0
+    (0x0010, "S2UR UR4, SR_CgaCtaId"),
+    # the k loop: 0x0020 .. 0x00a0
+    (0x0020, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R4"),
+    (0x0030, "@!P0 BRA 0x0100"),
+    (0x0040, "@!PT LDS RZ, [RZ]"),
+    (0x0050, "LDS.128 R4, [R5+UR8]"),
+    (0x0060, "PRMT R8, R11, R4, 0x81800100"),
+    (0x0070, "HMUL2.BF16_V2 R8, R8, R9.H0_H0"),
+    (0x0080, "HGMMA.64x48x16.F32.BF16 R24, R8, gdesc[UR16], R24, gsb0"),
+    (0x0090, "@P1 SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR5], RZ"),
+    (0x00a0, "@!P2 BRA 0x0020"),
+    (0x00b0, "IADD3 R2, R2, 0x1, RZ"),
+    (0x00c0, "@P3 BRA 0x0010"),
+    (0x00d0, "EXIT"),
+    # the wait's retry: spins on itself, then jumps back into the k loop
+    (0x0100, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R4"),
+    (0x0110, "@!P0 BRA 0x0100"),
+    (0x0120, "BRA 0x0040"),
+]
+
+
+def run(tmp_path, *args):
+    dump = tmp_path / "k.sass"
+    dump.write_text("\n\tcode for sm_90a" + sass(KERNEL, CODE) + sass(OTHER, CODE))
+    result = subprocess.run([sys.executable, str(SCRIPT), str(dump), *args], capture_output=True, text=True,
+                            check=True)
+    return result.stdout
+
+
+def test_k_loop_counted_by_opcode(tmp_path):
+    out = run(tmp_path, "kernel")
+    assert OTHER not in out  # the filter
+    assert f"{KERNEL}: 17 instructions" in out
+    # Only the k loop: the unit loop and the retry's jump back span it, the retry's spin has no MMA.
+    assert out.count("  loop ") == 1
+    assert "loop 0x20-0xa0: 9 instructions, 1 MMA" in out
+    counts = dict(part.rsplit(" ", 1) for part in out.strip().splitlines()[-1].strip().split(", "))
+    assert counts == {"SYNCS": "2", "BRA": "2", "LDS": "2", "PRMT": "1", "HMUL2": "1", "HGMMA": "1"}
+
+
+def test_all_lists_loops_without_mma(tmp_path):
+    out = run(tmp_path, "kernel", "--all")
+    assert "loop 0x20-0xa0: 9 instructions, 1 MMA" in out
+    assert "loop 0x100-0x110: 2 instructions, 0 MMA" in out
+    assert out.count("  loop ") == 2
+
+
+def test_no_arguments_prints_usage():
+    result = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "sass_loops.py" in result.stdout
