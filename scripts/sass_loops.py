@@ -2,11 +2,13 @@
 """The instructions of a kernel's inner loops, by opcode, from SASS: what a k loop costs per trip.
 
     scripts/sass.sh BUILD_DIR FILTER --dump        (writes BUILD_DIR/sass/<object>.sass)
-    python3 scripts/sass_loops.py BUILD_DIR/sass/gemm_sm90_gemm1_widths.sass [KERNEL_SUBSTRING] [--all]
+    python3 scripts/sass_loops.py BUILD_DIR/sass/gemm_sm90_gemm1_widths.sass [KERNEL_SUBSTRING] [--all] [--nested]
 
 For each kernel (its mangled name containing KERNEL_SUBSTRING, if given), each innermost loop (a
 backward branch whose body holds no other backward branch: sass_loads.loops) with at least one
-MMA (HMMA / HGMMA; --all: every innermost loop): its instructions, its MMAs, and the count of
+MMA (HMMA / HGMMA; --all: every innermost loop; --nested: every loop, also those that hold
+others, such as a producer's step loop around its inline free-stage spin, marked "nested"):
+its instructions, its MMAs, and the count of
 each opcode (predicate and modifiers dropped: `@!P0 SYNCS.ARRIVE.TRANS64` counts as SYNCS), most
 frequent first. A loop's count is per trip: divide by the k-blocks a trip takes. (v56: rsws4's
 k loop, two k-blocks a trip, 219 instructions on main and 193 with two k-blocks a stage.)
@@ -18,7 +20,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sass_loads import functions, loops, strip_predicate  # noqa: E402
+from sass_loads import BRANCH, functions, loops, strip_predicate  # noqa: E402
 
 
 def opcode(ins):
@@ -26,16 +28,28 @@ def opcode(ins):
     return re.split(r"[\s.]", strip_predicate(ins), 1)[0]
 
 
-def loop_counts(code, show_all=False):
-    """[(start address, end address, instructions, MMAs, Counter of opcodes)] of code's innermost
-    loops (those with an MMA unless show_all)."""
+def every_loop(code):
+    """(start index, end index) of each backward branch, innermost or not, in address order."""
+    index = {a: i for i, (a, _) in enumerate(code)}
+    found = []
+    for i, (addr, ins) in enumerate(code):
+        m = BRANCH.search(ins)
+        if m and int(m.group(1), 16) <= addr and int(m.group(1), 16) in index:
+            found.append((index[int(m.group(1), 16)], i))
+    return sorted(found)
+
+
+def loop_counts(code, show_all=False, nested=False):
+    """[(start address, end address, instructions, MMAs, Counter of opcodes, innermost)] of code's
+    innermost loops (those with an MMA unless show_all), or of all its loops (nested)."""
+    inner = set(loops(code))
     out = []
-    for s, e in loops(code):
+    for s, e in every_loop(code) if nested else sorted(inner):
         body = [ins for _, ins in code[s : e + 1]]
         ops = collections.Counter(opcode(ins) for ins in body)
         mma = ops["HMMA"] + ops["HGMMA"]
-        if mma or show_all:
-            out.append((code[s][0], code[e][0], len(body), mma, ops))
+        if mma or show_all or nested:
+            out.append((code[s][0], code[e][0], len(body), mma, ops, (s, e) in inner))
     return out
 
 
@@ -44,18 +58,18 @@ def main():
     if not args:
         print(__doc__)
         return 2
-    show_all = "--all" in sys.argv
+    show_all, nested = "--all" in sys.argv, "--nested" in sys.argv
     text = open(args[0]).read()
     want = args[1] if len(args) > 1 else ""
     for name, code in functions(text):
         if want not in name:
             continue
-        found = loop_counts(code, show_all)
+        found = loop_counts(code, show_all, nested)
         if not found:
             continue
         print(f"{name[:120]}: {len(code)} instructions")
-        for start, end, n, mma, ops in found:
-            print(f"  loop 0x{start:x}-0x{end:x}: {n} instructions, {mma} MMA")
+        for start, end, n, mma, ops, innermost in found:
+            print(f"  loop 0x{start:x}-0x{end:x}: {n} instructions, {mma} MMA" + ("" if innermost else ", nested"))
             print("    " + ", ".join(f"{op} {k}" for op, k in ops.most_common()))
     return 0
 

@@ -73,6 +73,15 @@ def test_all_lists_loops_without_mma(tmp_path):
     assert out.count("  loop ") == 2
 
 
+def test_nested_lists_every_loop(tmp_path):
+    out = run(tmp_path, "kernel", "--nested")
+    assert "loop 0x10-0xc0: 12 instructions, 1 MMA, nested" in out  # the unit loop holds the k loop
+    assert "loop 0x20-0xa0: 9 instructions, 1 MMA\n" in out
+    assert "loop 0x40-0x120: 13 instructions, 1 MMA, nested" in out  # the retry's jump back: 0x40-0xd0, 0x100-0x120
+    assert "loop 0x100-0x110: 2 instructions, 0 MMA\n" in out
+    assert out.count("  loop ") == 4
+
+
 def test_no_arguments_prints_usage():
     result = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
     assert result.returncode == 2
