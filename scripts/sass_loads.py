@@ -62,14 +62,20 @@ def operands(ins):
     return regs[0], set().union(set(), *regs[1:])
 
 
-def loops(code):
-    """Innermost loops: (start index, end index) of each backward branch with no backward branch inside."""
+def backward_branches(code):
+    """Every loop, innermost or not: (target index, branch index) of each backward branch."""
     index = {a: i for i, (a, _) in enumerate(code)}
     found = []
     for i, (addr, ins) in enumerate(code):
         m = BRANCH.search(ins)
         if m and int(m.group(1), 16) <= addr and int(m.group(1), 16) in index:
             found.append((index[int(m.group(1), 16)], i))
+    return found
+
+
+def loops(code):
+    """Innermost loops: (start index, end index) of each backward branch with no backward branch inside."""
+    found = backward_branches(code)
     return [(s, e) for s, e in found if not any(s <= s2 and e2 <= e and (s2, e2) != (s, e) for s2, e2 in found)]
 
 

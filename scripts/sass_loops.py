@@ -20,7 +20,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sass_loads import BRANCH, functions, loops, strip_predicate  # noqa: E402
+from sass_loads import backward_branches, functions, loops, strip_predicate  # noqa: E402
 
 
 def opcode(ins):
@@ -28,23 +28,12 @@ def opcode(ins):
     return re.split(r"[\s.]", strip_predicate(ins), 1)[0]
 
 
-def every_loop(code):
-    """(start index, end index) of each backward branch, innermost or not, in address order."""
-    index = {a: i for i, (a, _) in enumerate(code)}
-    found = []
-    for i, (addr, ins) in enumerate(code):
-        m = BRANCH.search(ins)
-        if m and int(m.group(1), 16) <= addr and int(m.group(1), 16) in index:
-            found.append((index[int(m.group(1), 16)], i))
-    return sorted(found)
-
-
 def loop_counts(code, show_all=False, nested=False):
     """[(start address, end address, instructions, MMAs, Counter of opcodes, innermost)] of code's
     innermost loops (those with an MMA unless show_all), or of all its loops (nested)."""
     inner = set(loops(code))
     out = []
-    for s, e in every_loop(code) if nested else sorted(inner):
+    for s, e in sorted(backward_branches(code)) if nested else sorted(inner):
         body = [ins for _, ins in code[s : e + 1]]
         ops = collections.Counter(opcode(ins) for ins in body)
         mma = ops["HMMA"] + ops["HGMMA"]
