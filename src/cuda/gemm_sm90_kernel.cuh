@@ -835,9 +835,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
 //     producers keep 56). (Groups per k-step with 3 in flight: ptxas serializes the wgmma,
 //     C7513, at this loop.)
 //   - Persistent as the SS kernel (grid = SMs, (slot, row tile) units, row tables double
-//     buffered), with a ring of stages of two k-blocks each (RsWsTile): 4 of 50 KiB at 128
-//     tokens, 6 of 34 KiB at 64. The producers run as far ahead as the ring allows, across
-//     units. A unit of odd KB has one k-block in its first stage.
+//     buffered), with a ring of stages (RsWsTile): 8 of one k-block (25 KiB) at 128 tokens,
+//     6 of two k-blocks (34 KiB) in rsws4. The producers run as far ahead as the ring allows,
+//     across units. A unit of odd KB has its first k-block in a stage of its own.
 //
 // Barriers (mbarriers; per stage fill, alike in both roles):
 //   full[s]   128 arrivals, one per producer thread once its copies of the stage have landed:
@@ -918,18 +918,21 @@ struct RsRoles {
                 "the registers the roles ask for must be the ones the CTA got at launch");
 };
 
-// The rsws kernels' ring: a stage holds kKbs = 2 consecutive k-blocks of one unit, each in
+// The rsws kernels' ring: a stage holds kKbs consecutive k-blocks of one unit, each in
 // StageLayout's [B tile][fragment blocks][scales] (k-block j of a stage at j * kBlockBytes), under
-// one full and one empty barrier. Why two: the consumers' fixed cost of a stage (the barrier
-// wait, the proxy fence, the release, the stage's addresses and descriptor: ~24 of rsws4's
-// ~219 SASS instructions per two k-blocks) is paid once per two k-blocks, with the same warps
-// and registers; the producer's barrier work halves too.
+// one full and one empty barrier. rsws4 (kCw = 4) takes two: the consumers' fixed cost of a
+// stage (the barrier wait, the proxy fence, the release, the stage's addresses and descriptor:
+// 26 of its 219 SASS instructions per two k-blocks) is paid once per two k-blocks, with the
+// same warps and registers. rsws (kCw = 2, 128-token tiles) keeps one: its ring of two-k-block
+// stages (4 of 50 KiB) measured 4.0-4.6% slower at kimi-k2 T = 16384 and qwen3-235b T = 8192
+// (notes v56), the consumers holding two stages, so that the producer ran 4 k-blocks ahead
+// instead of 6.
 template <int NT, int kCw>
 struct RsWsTile : StageLayout<NT> {
   using S = StageLayout<NT>;
   using S::kTok;
   using R = RsRoles<kCw>;
-  static constexpr int kKbs = 2;                             // k-blocks per stage
+  static constexpr int kKbs = kCw == 4 ? 2 : 1;             // k-blocks per stage
   static constexpr int kBlockBytes = S::kStageBytes;         // one k-block's B tile, weights, scales
   static constexpr int kStageBytes = kKbs * kBlockBytes;
   static constexpr int kTableBytes = 2 * 2 * kTok * 8 + 2 * 2 * 4;
@@ -943,7 +946,8 @@ struct RsWsTile : StageLayout<NT> {
   static_assert(kSmem + kTableBytes + kWsBarrierBytes <= kSmemPerCta, "one CTA's shared memory must fit");
   // The consumers hold two stages (the one they read, the one before until its last group
   // completes): the producer fills the others, at least 4 k-blocks ahead.
-  static_assert(kStages >= 4, "keep the loads several k-blocks ahead");
+  static_assert((kStages - 2) * kKbs >= 4, "keep the loads several k-blocks ahead");
+  static_assert(kKbs == 1 || kKbs == 2, "the consumers' loop takes two k-blocks a trip");
   static_assert((kTok * 8) % R::kProducerThreads == 0, "the B tile's chunks must divide evenly over the producers");
   static_assert(kTok <= R::kProducerThreads, "one producer thread per token row fills the row tables");
 };
@@ -1123,17 +1127,30 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         for (int i = 0; i < T::kBChunks; ++i) b_ptr[i] += kbs * (kFragK * 2);
         kb_w += kbs;
       };
-      // An odd KB's first stage holds one k-block (the consumers' loop, too, takes it alone),
-      // every later stage two.
+      // An odd KB's first k-block fills a stage alone (the consumers' loop, too, takes it
+      // alone), then two k-blocks a step: one stage (kKbs 2) or two, both free-stage checks
+      // issued before either answer is needed.
       if (KB % 2 != 0) {
         wait_free(pos, is_free(pos));
         fill(pos.s, 1);
         pos.next();
       }
       for (int kb = KB % 2; kb < KB; kb += 2) {
-        wait_free(pos, is_free(pos));
-        fill(pos.s, 2);
-        pos.next();
+        if constexpr (T::kKbs == 2) {
+          wait_free(pos, is_free(pos));
+          fill(pos.s, 2);
+          pos.next();
+        } else {
+          RingPos<kStages> pos1 = pos;
+          pos1.next();
+          const bool free0 = is_free(pos), free1 = is_free(pos1);
+          wait_free(pos, free0);
+          fill(pos.s, 1);
+          wait_free(pos1, free1);
+          fill(pos1.s, 1);
+          pos = pos1;
+          pos.next();
+        }
       }
     }
     if constexpr (kPFence) announce_all();
@@ -1198,9 +1215,9 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         if (release) ptx::mbarrier_arrive(empty0 + 8 * last_s);
       };
       uint32_t a0[4][kMt][4], a1[4][kMt][4];  // [k-step][m-tile]: two A sets, used alternately
-      // An odd KB's first stage holds one k-block, run alone (set 1); every later stage two,
-      // sets 0 and 1: the loop has no branch between its two sets, which ptxas needs to keep
-      // the wgmma asynchronous.
+      // An odd KB's first k-block runs alone (set 1, a stage of its own); then two k-blocks a
+      // trip, sets 0 and 1, of one stage (kKbs 2) or two: the loop has no branch between its
+      // two sets, which ptxas needs to keep the wgmma asynchronous.
       int kb = 0;
       if (KB % 2 != 0) {
         stage_wait();
@@ -1212,7 +1229,14 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       for (; kb < KB; kb += 2) {
         stage_wait();
         k_block(a0, pos.s, 0, kb > 0);
-        k_block(a1, pos.s, 1, false);
+        if constexpr (T::kKbs == 2) {
+          k_block(a1, pos.s, 1, false);
+        } else {
+          last_s = pos.s;
+          pos.next();
+          stage_wait();
+          k_block(a1, pos.s, 0, true);
+        }
         last_s = pos.s;
         pos.next();
       }
