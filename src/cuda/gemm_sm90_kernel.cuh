@@ -1092,66 +1092,77 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
                                                                  p.cut, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
-      // Each copy's source at k-block kb, as pointers moved on two k-blocks per step (the odd
-      // one of a pair is at an immediate offset). B rows past the expert's rows point at a real
-      // row and copy zero bytes (zero-fill, no read), fixed for the unit. B chunks past K (in
-      // the last k-block, when K % 64 != 0) are zeros too: the weights there are zero codes.
-      // Fragment rows past N are out of the maps' bounds: TMA fills them with zeros.
+      // Each copy's source at k-block kb, as pointers moved on two k-blocks per step (the second
+      // at an immediate offset). B rows past the expert's rows point at a real row and copy zero
+      // bytes (zero-fill, no read), fixed for the unit. B chunks past K (in the last k-block,
+      // when K % 64 != 0) are zeros too: the weights there are zero codes. Fragment rows past N
+      // are out of the maps' bounds: TMA fills them with zeros.
       const uint8_t* b_ptr[T::kBChunks];
       const uint32_t b_rows = b_sources<T::kBChunks, T::kBStep>(tables.arow[n % 2], jb, cb, p.a_bf16, K, b_ptr);
+      const bool b_last_in_k = (KB - 1) * kFragK + cb * 8 < K;  // chunk cb of the last k-block is below K
       int kb_w = 0;  // the k-block of the pointers (the weights' TMA coordinate)
-      // Stage s <- the kbs (1 or 2) k-blocks from the pointers' on, then the arrival that
-      // announces them: per k-block j, its B chunks (those past K zeros: the last k-block's,
-      // when K % 64 != 0) and thread 0's two TMA boxes, whose bytes its expect_tx, issued
-      // before its own arrival, keeps the phase open for.
-      auto fill = [&](int s, int kbs) {
+      // Stage s <- the kbs k-blocks from the pointers' k-block + j0 on, then the arrival that
+      // announces them: per k-block, its B chunks and thread 0's two TMA boxes, whose bytes its
+      // expect_tx, issued before its own arrival, keeps the phase open for. last: the last of
+      // them is the unit's last k-block.
+      auto fill = [&](int s, int j0, int kbs, bool last) {
         uint8_t* const st = stages + s * T::kStageBytes;
         const uint32_t bar = full0 + 8 * s, st_addr = stages_addr + uint32_t(s * T::kStageBytes);
         if (ptid == 0) ptx::mbarrier_expect_tx(bar, uint32_t(kbs) * kTx);
 #pragma unroll
         for (int j = 0; j < T::kKbs; ++j) {
           if (j >= kbs) break;
-          const bool in_k = (kb_w + j) * kFragK + cb * 8 < K;
+          const int off = (j0 + j) * (kFragK * 2);
+          const bool in_k = !(last && j == kbs - 1) || b_last_in_k;
 #pragma unroll
           for (int i = 0; i < T::kBChunks; ++i)
             ptx::cp_async_16(st + j * T::kBlockBytes + b_dst + i * T::kBStep * 128,
-                             in_k ? b_ptr[i] + j * (kFragK * 2) : b_ptr[i], in_k && (b_rows >> i) % 2 != 0);
+                             in_k ? b_ptr[i] + off : b_ptr[i] - kb_w * (kFragK * 2),
+                             in_k && (b_rows >> i) % 2 != 0);
           if (ptid == 0) {
             const uint32_t w_addr = st_addr + uint32_t(j * T::kBlockBytes + T::kBBytes);
-            ptx::tma_load_4d(w_addr, &maps.q, 0, kb_w + j, nb0, e, bar);
-            ptx::tma_load_4d(w_addr + T::kWBytes, &maps.s, 0, kb_w + j, nb0, e, bar);
+            ptx::tma_load_4d(w_addr, &maps.q, 0, kb_w + j0 + j, nb0, e, bar);
+            ptx::tma_load_4d(w_addr + T::kWBytes, &maps.s, 0, kb_w + j0 + j, nb0, e, bar);
           }
         }
         end_fill(s);
+      };
+      auto advance = [&](int kbs) {
 #pragma unroll
         for (int i = 0; i < T::kBChunks; ++i) b_ptr[i] += kbs * (kFragK * 2);
         kb_w += kbs;
       };
-      // An odd KB's first k-block fills a stage alone (the consumers' loop, too, takes it
-      // alone), then two k-blocks a step: one stage (kKbs 2) or two, both free-stage checks
-      // issued before either answer is needed.
-      if (KB % 2 != 0) {
-        wait_free(pos, is_free(pos));
-        fill(pos.s, 1);
-        pos.next();
-      }
-      for (int kb = KB % 2; kb < KB; kb += 2) {
+      // The next two k-blocks: one stage (kKbs 2) or two, both free-stage checks issued before
+      // either answer is needed.
+      auto two = [&](bool last) {
         if constexpr (T::kKbs == 2) {
           wait_free(pos, is_free(pos));
-          fill(pos.s, 2);
+          fill(pos.s, 0, 2, last);
           pos.next();
         } else {
           RingPos<kStages> pos1 = pos;
           pos1.next();
           const bool free0 = is_free(pos), free1 = is_free(pos1);
           wait_free(pos, free0);
-          fill(pos.s, 1);
+          fill(pos.s, 0, 1, false);
           wait_free(pos1, free1);
-          fill(pos1.s, 1);
+          fill(pos1.s, 1, 1, last);
           pos = pos1;
           pos.next();
         }
+        advance(2);
+      };
+      // An odd KB's first k-block fills a stage alone (the consumers' loop, too, takes it
+      // alone); then two k-blocks a step, the last step apart (its B chunks past K).
+      if (KB % 2 != 0) {
+        wait_free(pos, is_free(pos));
+        fill(pos.s, 0, 1, KB == 1);
+        pos.next();
+        advance(1);
       }
+      int kb = KB % 2;
+      for (; kb + 2 < KB; kb += 2) two(false);
+      if (kb < KB) two(true);
     }
     if constexpr (kPFence) announce_all();
   } else {

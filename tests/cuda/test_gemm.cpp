@@ -1938,7 +1938,7 @@ TEST(CudaGemmSm90, WidthSplitAtEveryWidth) {
         }
     }
   }
-  EXPECT_EQ(cases, 5);
+  EXPECT_EQ(cases, 6);
 }
 
 // Sets the split's wide width (set_sm90_wide_width) for its lifetime, then restores the default.
