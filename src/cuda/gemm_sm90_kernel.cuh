@@ -835,15 +835,17 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
 //     producers keep 56). (Groups per k-step with 3 in flight: ptxas serializes the wgmma,
 //     C7513, at this loop.)
 //   - Persistent as the SS kernel (grid = SMs, (slot, row tile) units, row tables double
-//     buffered), with 8 stages of 25 KiB at 128 tokens, 13 of 17 KiB at 64: the producers
-//     run as far ahead as the ring allows, across units.
+//     buffered), with a ring of stages (RsWsTile): 8 of one k-block (25 KiB) at 128 tokens,
+//     6 of two k-blocks (34 KiB) in rsws4. The producers run as far ahead as the ring allows,
+//     across units. A unit of odd KB has its first k-block in a stage of its own.
 //
-// Barriers (mbarriers; `it` counts the CTA's k-blocks over all its units, alike in both roles):
+// Barriers (mbarriers; per stage fill, alike in both roles):
 //   full[s]   128 arrivals, one per producer thread once its copies of the stage have landed:
 //             at 2 consumer warpgroups its mbarrier.arrive after cp.async.wait_group and its
 //             fence.proxy.async (kPFence below), in rsws4 its cp.async.mbarrier.arrive.noinc
 //   empty[s]  256 (512 in rsws4): every consumer thread once per fill, once the wgmma groups
-//             that read the stage's B are complete and its own reads of the weights and scales
+//             that read the stage's B are complete (after the wait_group of the next stage's
+//             first group, or at the unit's end) and its own reads of the weights and scales
 //             are done
 //   tables.full[b] / tables.empty[b] 128 / 256 (512): row tables set b, as in the SS kernel
 // Race freedom, as argued at the SS kernel: the producers refill stage s (fill f) only after
@@ -867,9 +869,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
 // No setmaxnreg: the launch's 96 registers per thread (20 warps, 5 per SM sub-partition's
 // 64 KiB register file) hold the consumers' 32 accumulators and two A sets without spills.
 //
-// A position in a ring of kStages pipeline stages, carried from k-block to k-block: stage s and
-// the parity of its current fill (for the CTA's k-block it: it % kStages and it / kStages % 2;
-// kStages is not a power of two, and those divisions cost ~8 instructions per k-block).
+// A position in a ring of kStages pipeline stages, carried from stage to stage: stage s and the
+// parity of its current fill (for the CTA's fill f: f % kStages and f / kStages % 2; kStages is
+// not a power of two, and those divisions cost ~8 instructions per fill).
 template <int kStages>
 struct RingPos {
   int s = 0;
@@ -916,21 +918,36 @@ struct RsRoles {
                 "the registers the roles ask for must be the ones the CTA got at launch");
 };
 
+// The rsws kernels' ring: a stage holds kKbs consecutive k-blocks of one unit, each in
+// StageLayout's [B tile][fragment blocks][scales] (k-block j of a stage at j * kBlockBytes), under
+// one full and one empty barrier. rsws4 (kCw = 4) takes two: the consumers' fixed cost of a
+// stage (the barrier wait, the proxy fence, the release, the stage's addresses and descriptor:
+// 26 of its 219 SASS instructions per two k-blocks) is paid once per two k-blocks, with the
+// same warps and registers. rsws (kCw = 2, 128-token tiles) keeps one: its ring of two-k-block
+// stages (4 of 50 KiB) measured 4.0-4.6% slower at kimi-k2 T = 16384 and qwen3-235b T = 8192
+// (notes v56), the consumers holding two stages, so that the producer ran 4 k-blocks ahead
+// instead of 6.
 template <int NT, int kCw>
 struct RsWsTile : StageLayout<NT> {
   using S = StageLayout<NT>;
-  using S::kStageBytes, S::kTok;
+  using S::kTok;
   using R = RsRoles<kCw>;
+  static constexpr int kKbs = kCw == 4 ? 2 : 1;             // k-blocks per stage
+  static constexpr int kBlockBytes = S::kStageBytes;         // one k-block's B tile, weights, scales
+  static constexpr int kStageBytes = kKbs * kBlockBytes;
   static constexpr int kTableBytes = 2 * 2 * kTok * 8 + 2 * 2 * 4;
   static constexpr int kStages = (kSmemPerCta - kTableBytes - kWsBarrierBytes - kSwizzleAtom) / kStageBytes;
   static constexpr int kSmem = kSwizzleAtom + kStages * kStageBytes;
   static constexpr int kBStep = R::kProducerThreads / 8;            // tokens between a thread's B chunks
-  static constexpr int kBChunks = kTok * 8 / R::kProducerThreads;  // B chunks per producer thread and stage
-  static_assert(kBStep * kBChunks == kTok, "the B chunks of a stage cover its tokens");
-  static_assert(kStageBytes % kSwizzleAtom == 0, "every B tile must start 1024-byte aligned");
+  static constexpr int kBChunks = kTok * 8 / R::kProducerThreads;  // B chunks per producer thread and k-block
+  static_assert(kBStep * kBChunks == kTok, "the B chunks of a k-block cover its tokens");
+  static_assert(kBlockBytes % kSwizzleAtom == 0, "every B tile must start 1024-byte aligned");
   static_assert((2 * kStages + 4) * 8 <= kWsBarrierBytes, "the mbarriers must fit their reserved bytes");
   static_assert(kSmem + kTableBytes + kWsBarrierBytes <= kSmemPerCta, "one CTA's shared memory must fit");
-  static_assert(kStages >= 4, "keep the loads several k-blocks ahead");
+  // The consumers hold two stages (the one they read, the one before until its last group
+  // completes): the producer fills the others, at least 4 k-blocks ahead.
+  static_assert((kStages - 2) * kKbs >= 4, "keep the loads several k-blocks ahead");
+  static_assert(kKbs == 1 || kKbs == 2, "the consumers' loop takes two k-blocks a trip");
   static_assert((kTok * 8) % R::kProducerThreads == 0, "the B tile's chunks must divide evenly over the producers");
   static_assert(kTok <= R::kProducerThreads, "one producer thread per token row fills the row tables");
 };
@@ -1075,32 +1092,39 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
                                                                  p.cut, ptid);
       if (e < 0) return;  // past the real work; later units are too (the consumers see it too)
 
-      // Each copy's source at k-block kb, as pointers moved on two k-blocks per step (the odd
-      // one of a pair is at an immediate offset). B rows past the expert's rows point at a real
-      // row and copy zero bytes (zero-fill, no read), fixed for the unit. B chunks past K (in
-      // the last k-block, when K % 64 != 0) are zeros too: the weights there are zero codes.
-      // Fragment rows past N are out of the maps' bounds: TMA fills them with zeros.
+      // Each copy's source at k-block kb, as pointers moved on two k-blocks per step (the second
+      // at an immediate offset). B rows past the expert's rows point at a real row and copy zero
+      // bytes (zero-fill, no read), fixed for the unit. B chunks past K (in the last k-block,
+      // when K % 64 != 0) are zeros too: the weights there are zero codes. Fragment rows past N
+      // are out of the maps' bounds: TMA fills them with zeros.
       const uint8_t* b_ptr[T::kBChunks];
       const uint32_t b_rows = b_sources<T::kBChunks, T::kBStep>(tables.arow[n % 2], jb, cb, p.a_bf16, K, b_ptr);
       const bool b_last_in_k = (KB - 1) * kFragK + cb * 8 < K;  // chunk cb of the last k-block is below K
       int kb_w = 0;  // the k-block of the pointers (the weights' TMA coordinate)
-      // Thread 0's TMA of k-block kb_w + j into stage s, announced before its own arrival (the
-      // expect_tx keeps the phase open for the boxes' bytes).
-      auto weights = [&](int s, int j) {
-        if (ptid == 0) {
-          const uint32_t bar = full0 + 8 * s, st_addr = stages_addr + uint32_t(s * T::kStageBytes);
-          ptx::mbarrier_expect_tx(bar, kTx);
-          ptx::tma_load_4d(st_addr + T::kBBytes, &maps.q, 0, kb_w + j, nb0, e, bar);
-          ptx::tma_load_4d(st_addr + T::kBBytes + T::kWBytes, &maps.s, 0, kb_w + j, nb0, e, bar);
-        }
-      };
-      // Stage s <- k-block (the pointers' k-block + j), then the arrival that announces it.
-      auto fill = [&](int s, int j) {
+      // Stage s <- the kbs k-blocks from the pointers' k-block + j0 on, then the arrival that
+      // announces them: per k-block, its B chunks and thread 0's two TMA boxes, whose bytes its
+      // expect_tx, issued before its own arrival, keeps the phase open for. last: the last of
+      // them is the unit's last k-block.
+      auto fill = [&](int s, int j0, int kbs, bool last) {
         uint8_t* const st = stages + s * T::kStageBytes;
+        const uint32_t bar = full0 + 8 * s, st_addr = stages_addr + uint32_t(s * T::kStageBytes);
+        if (ptid == 0) ptx::mbarrier_expect_tx(bar, uint32_t(kbs) * kTx);
 #pragma unroll
-        for (int i = 0; i < T::kBChunks; ++i)
-          ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_ptr[i] + j * (kFragK * 2), (b_rows >> i) % 2 != 0);
-        weights(s, j);
+        for (int j = 0; j < T::kKbs; ++j) {
+          if (j >= kbs) break;
+          const int off = (j0 + j) * (kFragK * 2);
+          const bool in_k = !(last && j == kbs - 1) || b_last_in_k;
+#pragma unroll
+          for (int i = 0; i < T::kBChunks; ++i)
+            ptx::cp_async_16(st + j * T::kBlockBytes + b_dst + i * T::kBStep * 128,
+                             in_k ? b_ptr[i] + off : b_ptr[i] - kb_w * (kFragK * 2),
+                             in_k && (b_rows >> i) % 2 != 0);
+          if (ptid == 0) {
+            const uint32_t w_addr = st_addr + uint32_t(j * T::kBlockBytes + T::kBBytes);
+            ptx::tma_load_4d(w_addr, &maps.q, 0, kb_w + j0 + j, nb0, e, bar);
+            ptx::tma_load_4d(w_addr + T::kWBytes, &maps.s, 0, kb_w + j0 + j, nb0, e, bar);
+          }
+        }
         end_fill(s);
       };
       auto advance = [&](int kbs) {
@@ -1108,41 +1132,37 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         for (int i = 0; i < T::kBChunks; ++i) b_ptr[i] += kbs * (kFragK * 2);
         kb_w += kbs;
       };
-      // Two k-blocks per step: both free-stage checks are issued before either answer is
-      // needed. The last k-block runs alone (K may end inside it), and so does one before it
-      // when their number is odd.
-      int kb = 0;
-      for (; kb + 2 < KB; kb += 2) {
-        RingPos<kStages> pos1 = pos;
-        pos1.next();
-        const bool free0 = is_free(pos), free1 = is_free(pos1);
-        wait_free(pos, free0);
-        fill(pos.s, 0);
-        wait_free(pos1, free1);
-        fill(pos1.s, 1);
+      // The next two k-blocks: one stage (kKbs 2) or two, both free-stage checks issued before
+      // either answer is needed.
+      auto two = [&](bool last) {
+        if constexpr (T::kKbs == 2) {
+          wait_free(pos, is_free(pos));
+          fill(pos.s, 0, 2, last);
+          pos.next();
+        } else {
+          RingPos<kStages> pos1 = pos;
+          pos1.next();
+          const bool free0 = is_free(pos), free1 = is_free(pos1);
+          wait_free(pos, free0);
+          fill(pos.s, 0, 1, false);
+          wait_free(pos1, free1);
+          fill(pos1.s, 1, 1, last);
+          pos = pos1;
+          pos.next();
+        }
         advance(2);
-        pos = pos1;
-        pos.next();
-      }
-      if (kb + 1 < KB) {
+      };
+      // An odd KB's first k-block fills a stage alone (the consumers' loop, too, takes it
+      // alone); then two k-blocks a step, the last step apart (its B chunks past K).
+      if (KB % 2 != 0) {
         wait_free(pos, is_free(pos));
-        fill(pos.s, 0);
+        fill(pos.s, 0, 1, KB == 1);
+        pos.next();
         advance(1);
-        pos.next();
-        ++kb;
       }
-      // The last k-block: its B chunks past K are zeros; its weights and scales are fill's boxes.
-      if (kb < KB) {
-        wait_free(pos, is_free(pos));
-        uint8_t* const st = stages + pos.s * T::kStageBytes;
-#pragma unroll
-        for (int i = 0; i < T::kBChunks; ++i)
-          ptx::cp_async_16(st + b_dst + i * T::kBStep * 128, b_last_in_k ? b_ptr[i] : b_ptr[i] - kb * (kFragK * 2),
-                           b_last_in_k && (b_rows >> i) % 2 != 0);
-        weights(pos.s, 0);
-        end_fill(pos.s);
-        pos.next();
-      }
+      int kb = KB % 2;
+      for (; kb + 2 < KB; kb += 2) two(false);
+      if (kb < KB) two(true);
     }
     if constexpr (kPFence) announce_all();
   } else {
@@ -1153,8 +1173,8 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     const int fb = (c * 4 + wl) * kMt;  // the warp's fragment rows in the CTA: fb + mt for m-tile mt
     const uint64_t desc_b = ptx::wgmma_desc_kmajor_sw128(raw + pad);  // stage 0's B tile (+ offset >> 4)
 
-    RingPos<kStages> pos;  // the stage of the CTA's next k-block, and the parity of its fill
-    int last_s = 0;        // the stage of the k-block before (released once its group completes)
+    RingPos<kStages> pos;  // the stage of the CTA's next k-blocks, and the parity of its fill
+    int last_s = 0;        // the stage before (released once its last group completes)
     int n = 0;
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++n) {
       const int nb0 = int(u % row_tiles) * kBlocksPerCta;
@@ -1163,17 +1183,22 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       // acc[mt][nt][c]: m-tile mt (fragment row fb + mt), tokens nt*8 + 2t + c%2, rows g (c < 2), g+8
       float acc[kMt][NU][4];
       sm80::zero_acc<NU, true>(acc);  // zeroed before the first wgmma_fence
-      // k-block kb (the CTA's next, in stage pos.s): decode its A into `a`, issue its 4 kMt
+      // The wait for stage pos.s: its k-blocks landed.
+      auto stage_wait = [&] {
+        ptx::mbarrier_wait_parity(full0 + 8 * pos.s, pos.phase);
+        if constexpr (!kPFence)
+          ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
+      };
+      // k-block j of stage s: decode its A into `a`, issue its 4 kMt
       // wgmma as one group, and wait for the group before (wait_group 1), which read the other A
       // set: the loop below alternates two register sets, so no register of a group in flight
       // is written (PTX: undefined behaviour, and ptxas keeps PTX registers apart only where
-      // they differ).
-      auto k_block = [&](uint32_t (&a)[4][kMt][4], int kb) {
-        const int s = pos.s;
-        ptx::mbarrier_wait_parity(full0 + 8 * s, pos.phase);  // the k-block landed
-        if constexpr (!kPFence)
-          ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
-        const uint8_t* st = stages + s * T::kStageBytes;
+      // they differ). release: that group was the last of stage last_s, which this thread now
+      // releases.
+      auto k_block = [&](uint32_t (&a)[4][kMt][4], int s, int j, bool release) {
+        const uint8_t* st = stages + s * T::kStageBytes + j * T::kBlockBytes;
+        const uint64_t db =  // 32-bit offsets (>> 4): ptxas keeps them off the 64-bit add
+            desc_b + uint64_t(uint32_t(s) * uint32_t(T::kStageBytes / 16) + uint32_t(j * (T::kBlockBytes / 16)));
         // The words and scale bytes of the warp's fragment rows, once per k-block (zeros past N:
         // TMA filled them so). The scale box packs sb bytes per fragment row.
         uint4 wq[kMt];
@@ -1182,14 +1207,13 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         for (int mt = 0; mt < kMt; ++mt)
           sm80::load_weight_frag(st + T::kBBytes + (fb + mt) * (kFragWords * 4),
                                  st + T::kBBytes + T::kWBytes + (fb + mt) * sb, lane, g, sb, mx, wq[mt], ws[mt]);
-        const uint64_t db = desc_b + uint64_t(s * T::kStageBytes / 16);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
           for (int mt = 0; mt < kMt; ++mt) {
             sm80::weight_a_frag(a[kk][mt], wq[mt], ws[mt], kk, mx, decode_low, mul16);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) ptx::reg_fence(a[kk][mt][j]);
+            for (int r = 0; r < 4; ++r) ptx::reg_fence(a[kk][mt][r]);
           }
         ptx::wgmma_fence();
 #pragma unroll
@@ -1198,19 +1222,34 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
           for (int mt = 0; mt < kMt; ++mt)
             ptx::wgmma_m64k16_bf16_rs<NU>(acc[mt], a[kk][mt], db + uint64_t(2 * kk));  // (32 bytes) >> 4
         ptx::wgmma_commit_group();
-        ptx::wgmma_wait_group<1>();  // the k-block before's group is complete: its stage and A set are free
-        if (kb > 0) ptx::mbarrier_arrive(empty0 + 8 * last_s);
-        last_s = s;
-        pos.next();
+        ptx::wgmma_wait_group<1>();  // the group before is complete: its A set (and stage) are free
+        if (release) ptx::mbarrier_arrive(empty0 + 8 * last_s);
       };
       uint32_t a0[4][kMt][4], a1[4][kMt][4];  // [k-step][m-tile]: two A sets, used alternately
-      // An odd KB runs its first k-block alone (set 1), then pairs: the loop has no branch
-      // between its two sets, which ptxas needs to keep the wgmma asynchronous.
+      // An odd KB's first k-block runs alone (set 1, a stage of its own); then two k-blocks a
+      // trip, sets 0 and 1, of one stage (kKbs 2) or two: the loop has no branch between its
+      // two sets, which ptxas needs to keep the wgmma asynchronous.
       int kb = 0;
-      if (KB % 2 != 0) k_block(a1, kb++);
+      if (KB % 2 != 0) {
+        stage_wait();
+        k_block(a1, pos.s, 0, false);
+        last_s = pos.s;
+        pos.next();
+        ++kb;
+      }
       for (; kb < KB; kb += 2) {
-        k_block(a0, kb);
-        k_block(a1, kb + 1);
+        stage_wait();
+        k_block(a0, pos.s, 0, kb > 0);
+        if constexpr (T::kKbs == 2) {
+          k_block(a1, pos.s, 1, false);
+        } else {
+          last_s = pos.s;
+          pos.next();
+          stage_wait();
+          k_block(a1, pos.s, 0, true);
+        }
+        last_s = pos.s;
+        pos.next();
       }
       ptx::wgmma_wait_group<0>();
       sm80::fence_acc(acc);  // read only after the wait

@@ -642,6 +642,13 @@ std::vector<Spec> specs() {
   // W4A4 (staged through bf16), A rows through the gather.
   v.push_back({"split_partial_w4a4", 256, 128, 5, WeightFormat::nvfp4, true, Activation::silu, false,
                {70, 100, 110, 200, 33}, false, 35, false, true});
+  // GEMM 2 of one k-block (I = 48: K pads to one 64-k block whose last 16 k are zeros). The
+  // rsws kernels' stages hold two k-blocks, but a unit of odd KB has one in its first stage:
+  // here the unit's only one. Narrow and 64-token tiles (rsws4), then 128-token (rsws).
+  v.push_back({"narrow_nvfp4_one_kblock", 320, 48, 5, WeightFormat::nvfp4, false, Activation::silu, false,
+               {20, 40, 64, 65, 3}, false, 43, false, true});
+  v.push_back({"large_nvfp4_one_kblock", 336, 48, 2, WeightFormat::nvfp4, false, Activation::silu, false, {140, 130},
+               false, 44, false, true});
   // Each format with the other's activation: the sm90 kernels compile the activation of the
   // format's presets into GEMM 1's epilogue and run any other at run time; these take that route
   // at the main widths (and every forced kernel), the narrow widths and the wide widths.
@@ -1931,7 +1938,7 @@ TEST(CudaGemmSm90, WidthSplitAtEveryWidth) {
         }
     }
   }
-  EXPECT_EQ(cases, 5);
+  EXPECT_EQ(cases, 6);
 }
 
 // Sets the split's wide width (set_sm90_wide_width) for its lifetime, then restores the default.
