@@ -86,3 +86,31 @@ def test_no_arguments_prints_usage():
     result = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
     assert result.returncode == 2
     assert "sass_loops.py" in result.stdout
+
+
+def test_against_pairs_kernels_by_name_and_template_arguments(tmp_path):
+    # B: the same kernel in an anonymous namespace (its mangled name differs), one instruction
+    # fewer in its k loop; `other` in both, left out by the filter.
+    a, b = tmp_path / "a.sass", tmp_path / "b.sass"
+    fewer = [line for line in CODE if line[0] != 0x0070]
+    a.write_text("\n\tcode for sm_90a" + sass(KERNEL, CODE) + sass(OTHER, CODE))
+    b.write_text("\n\tcode for sm_90a" + sass("_ZN12_GLOBAL__N_16kernelILi8EEEvv", fewer) + sass(OTHER, CODE))
+    out = subprocess.run([sys.executable, str(SCRIPT), str(a), "kernel", "--against", str(b)], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip().splitlines() == ["kernel<8>: loop 0: 9 -> 8 (-1)"]
+    both = subprocess.run([sys.executable, str(SCRIPT), str(a), "--against", str(b)], capture_output=True, text=True,
+                          check=True).stdout
+    assert "_Z5otherv: loop 0: 9 -> 9 (+0)" in both
+
+
+def test_short_name_reads_template_arguments():
+    sys.path.insert(0, str(SCRIPT.parent))
+    import sass_loops
+
+    rsws = ("_ZN6fp4moe4cuda58_GLOBAL__N__2f6e786d_25_gemm_sm90_gemm1_widths_cu_d5c0626b14sm90_rsws_gemm"
+            "ILi8ELb1ELi4ELb0ELi6EEEvNS0_11sm90_detail6ParamsENS3_10WeightMapsE")
+    assert sass_loops.short_name(rsws) == "sm90_rsws_gemm<8,1,4,0,6>"
+    # a namespace whose name ends in digits before the kernel's length ('4sm80' '17sm80_grouped_gemm')
+    assert sass_loops.short_name("_ZN6fp4moe4cuda4sm8017sm80_grouped_gemmILi2ELb0ELb1ELb0EEEvNS1_6ParamsE") == \
+        "sm80_grouped_gemm<2,0,1,0>"
+    assert sass_loops.short_name(OTHER) == OTHER
