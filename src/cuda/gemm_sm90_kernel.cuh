@@ -1132,13 +1132,17 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         for (int i = 0; i < T::kBChunks; ++i) b_ptr[i] += kbs * (kFragK * 2);
         kb_w += kbs;
       };
+      // The next stage, once free <- the pointers' next kbs k-blocks.
+      auto fill_next = [&](int kbs, bool last) {
+        wait_free(pos, is_free(pos));
+        fill(pos.s, 0, kbs, last);
+        pos.next();
+      };
       // The next two k-blocks: one stage (kKbs 2) or two, both free-stage checks issued before
       // either answer is needed.
       auto two = [&](bool last) {
         if constexpr (T::kKbs == 2) {
-          wait_free(pos, is_free(pos));
-          fill(pos.s, 0, 2, last);
-          pos.next();
+          fill_next(2, last);
         } else {
           RingPos<kStages> pos1 = pos;
           pos1.next();
@@ -1155,9 +1159,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       // An odd KB's first k-block fills a stage alone (the consumers' loop, too, takes it
       // alone); then two k-blocks a step, the last step apart (its B chunks past K).
       if (KB % 2 != 0) {
-        wait_free(pos, is_free(pos));
-        fill(pos.s, 0, 1, KB == 1);
-        pos.next();
+        fill_next(1, KB == 1);
         advance(1);
       }
       int kb = KB % 2;
@@ -1225,6 +1227,11 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         ptx::wgmma_wait_group<1>();  // the group before is complete: its A set (and stage) are free
         if (release) ptx::mbarrier_arrive(empty0 + 8 * last_s);
       };
+      // Past stage pos.s's last group: it becomes the stage to release, pos the next.
+      auto leave_stage = [&] {
+        last_s = pos.s;
+        pos.next();
+      };
       uint32_t a0[4][kMt][4], a1[4][kMt][4];  // [k-step][m-tile]: two A sets, used alternately
       // An odd KB's first k-block runs alone (set 1, a stage of its own); then two k-blocks a
       // trip, sets 0 and 1, of one stage (kKbs 2) or two: the loop has no branch between its
@@ -1233,8 +1240,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       if (KB % 2 != 0) {
         stage_wait();
         k_block(a1, pos.s, 0, false);
-        last_s = pos.s;
-        pos.next();
+        leave_stage();
         ++kb;
       }
       for (; kb < KB; kb += 2) {
@@ -1243,13 +1249,11 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         if constexpr (T::kKbs == 2) {
           k_block(a1, pos.s, 1, false);
         } else {
-          last_s = pos.s;
-          pos.next();
+          leave_stage();
           stage_wait();
           k_block(a1, pos.s, 0, true);
         }
-        last_s = pos.s;
-        pos.next();
+        leave_stage();
       }
       ptx::wgmma_wait_group<0>();
       sm80::fence_acc(acc);  // read only after the wait
