@@ -50,13 +50,14 @@ def loop_counts(code, show_all=False, nested=False):
 
 
 def short_name(mangled):
-    """A kernel's name and integer template arguments, '_ZN..14sm90_rsws_gemmILi8ELb1E..' ->
-    'sm90_rsws_gemm<8,1>'; the mangled name itself when it has no template arguments."""
+    """A kernel's name and integer template arguments, '_ZN..14sm90_rsws_gemmILi8ELb1EE..' ->
+    'sm90_rsws_gemm<8,1>'; the mangled name itself when it has no template arguments or others
+    than integers (which the short name would drop)."""
     for m in re.finditer(r"(?=([1-9]\d*))", mangled):  # every start, so '4sm8017sm80_g..' finds 17
         n, end = int(m.group(1)), m.start() + len(m.group(1))
         ident, rest = mangled[end : end + n], mangled[end + n :]
         if len(ident) == n and re.fullmatch(r"[A-Za-z_]\w*", ident) and rest.startswith("I"):
-            args = re.match(r"I((?:L[a-z]+\d+E)+)", rest)
+            args = re.match(r"I((?:L[a-z]+\d+E)+)E", rest)
             if args:
                 values = re.findall(r"L[a-z]+(\d+)E", args.group(1))
                 return ident + "<" + ",".join(values) + ">"
@@ -65,12 +66,11 @@ def short_name(mangled):
 
 def mma_loops(text, want):
     """{short name: [instructions of each MMA loop, in address order]} of the kernels of a dump whose
-    mangled name holds `want`."""
-    out = {}
-    for name, code in functions(text):
-        if want in name:
-            out[short_name(name)] = [n for _, _, n, _, _, _ in loop_counts(code)]
-    return out
+    mangled name holds `want`; a kernel whose short name another one shares is keyed by its
+    mangled name."""
+    found = [(name, [n for _, _, n, _, _, _ in loop_counts(code)]) for name, code in functions(text) if want in name]
+    shared = collections.Counter(short_name(name) for name, _ in found)
+    return {short_name(name) if shared[short_name(name)] == 1 else name: counts for name, counts in found}
 
 
 def compare(text_a, text_b, want):

@@ -114,3 +114,17 @@ def test_short_name_reads_template_arguments():
     assert sass_loops.short_name("_ZN6fp4moe4cuda4sm8017sm80_grouped_gemmILi2ELb0ELb1ELb0EEEvNS1_6ParamsE") == \
         "sm80_grouped_gemm<2,0,1,0>"
     assert sass_loops.short_name(OTHER) == OTHER
+    # a type among the arguments: the short name would drop it, so the mangled name stays
+    typed = "_Z6kernelILi8EfEvv"
+    assert sass_loops.short_name(typed) == typed
+
+
+def test_against_keeps_kernels_apart_that_share_a_short_name(tmp_path):
+    # kernel<8> in two namespaces of one object: each keyed by its mangled name, none dropped
+    a = tmp_path / "a.sass"
+    twin = "_ZN1n6kernelILi8EEEvv"
+    a.write_text("\n\tcode for sm_90a" + sass(KERNEL, CODE) + sass(twin, CODE))
+    out = subprocess.run([sys.executable, str(SCRIPT), str(a), "kernel", "--against", str(a)], capture_output=True,
+                         text=True, check=True).stdout
+    assert sorted(out.strip().splitlines()) == sorted([f"{KERNEL}: loop 0: 9 -> 9 (+0)",
+                                                       f"{twin}: loop 0: 9 -> 9 (+0)"])
