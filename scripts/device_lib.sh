@@ -8,6 +8,8 @@
 #                       their summary (below)
 #   suite_shards        the whole test binary .carry/bin/fp4moe_tests, EP apart, in 8 shards
 #                       (below); test_shards and sm90_shards, a filter's tests likewise
+#   sanitizers FILTER TIMEOUT   memcheck and racecheck over a filter's tests (below)
+#   check_points VARIANT "SPECS"   bench --check of a carried CLI at each point (below)
 #   clocks_start MS, clocks_stop   the SM clock, power and power-cap flag every MS ms into
 #                       $OUT/clocks.csv (nvidia-smi in the background), until clocks_stop
 #   mark TEXT           a timestamped line in $OUT/marks.txt, to place a process on that log
@@ -98,4 +100,29 @@ suite_shards() { test_shards '-*Ep*' 200; }
 # The wgmma GEMM and layer tests (sm90_shards TIMEOUT).
 sm90_shards() {
   test_shards '*Sm90*:CudaGemmCases/*:Table/CudaLayerConformance.*:CudaLayer.*:CudaGemmEdge.*:CudaGemmConfig.*' "$1"
+}
+# sanitizers FILTER TIMEOUT: compute-sanitizer memcheck, then racecheck, over the tests of
+# .carry/bin/fp4moe_tests that FILTER picks, each at most TIMEOUT s: $OUT/memcheck.txt,
+# $OUT/racecheck.txt and a line each with its exit status and summary.
+sanitizers() {
+  local tool
+  for tool in memcheck racecheck; do
+    timeout "$2" compute-sanitizer --tool $tool --error-exitcode 3 .carry/bin/fp4moe_tests --gtest_filter="$1" \
+      > "$OUT/$tool.txt" 2>&1
+    echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/$tool.txt" | tr '\n' ' ')"
+  done
+}
+# check_points VARIANT "SPECS": bench --check of .carry/bin/fp4moe_VARIANT at each
+# model:quant:tokens of SPECS, one process each: a line each with its exit status and PASS
+# lines, the outputs in $OUT/check.tgz.
+check_points() {
+  local m model q toks
+  mkdir -p "$OUT/check"
+  for m in $2; do
+    IFS=: read -r model q toks <<< "$m"
+    ".carry/bin/fp4moe_$1" bench --model "$model" --quant "$q" --tokens "$toks" --check \
+      > "$OUT/check/$model-$q-$toks.txt" 2>&1
+    echo "check $m rc=$? $(grep -c PASS "$OUT/check/$model-$q-$toks.txt") PASS lines"
+  done
+  (cd "$OUT" && tar czf check.tgz check && rm -rf check)
 }

@@ -9,17 +9,6 @@ source scripts/device_lib.sh
 unxz .carry/ht57/tests.xz .carry/bin/fp4moe_tests
 unxz .carry/ht57/cli.xz .carry/bin/fp4moe_hoist
 suite_shards
-for tool in memcheck racecheck; do
-  timeout 200 compute-sanitizer --tool $tool --error-exitcode 3 .carry/bin/fp4moe_tests \
-    --gtest_filter='Cases/CudaGemmSm90Forced.MatchesHost/*one_kblock*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*large_nvfp4_odd*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*mx*rsws*' \
-    > "$OUT/$tool.txt" 2>&1
-  echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/$tool.txt" | tr '\n' ' ')"
-done
-mkdir -p "$OUT/check"
-for m in deepseek-v3:w4a16:2048 kimi-k2:w4a4:1024 qwen3-235b:w4a16:8192 gpt-oss-120b:w4a16:512 gpt-oss-120b:w4a16:8192; do
-  IFS=: read -r model q toks <<< "$m"
-  .carry/bin/fp4moe_hoist bench --model $model --quant $q --tokens $toks --check > "$OUT/check/$model-$q-$toks.txt" 2>&1
-  echo "check $m rc=$? $(grep -c PASS "$OUT/check/$model-$q-$toks.txt") PASS lines"
-done
-(cd "$OUT" && tar czf check.tgz check && rm -rf check)
+sanitizers 'Cases/CudaGemmSm90Forced.MatchesHost/*one_kblock*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*large_nvfp4_odd*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*mx*rsws*' 200
+check_points hoist "deepseek-v3:w4a16:2048 kimi-k2:w4a4:1024 qwen3-235b:w4a16:8192 gpt-oss-120b:w4a16:512 gpt-oss-120b:w4a16:8192"
 echo "t=$(( $(date +%s) - start ))"
