@@ -984,7 +984,8 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
   // shared addresses: computed in place (and the loads through generic pointers), ptxas
   // recomputed them from the CTA's cluster id (S2UR) in every trip of the k loop. SASS per
   // two k-blocks (consumer loop): rsws4 GEMM 1 NVFP4 193 -> 176 instructions, GEMM 2 206 -> 183,
-  // MX GEMM 1 186 -> 171; rsws 339 -> 329; no spills, the same registers.
+  // MX GEMM 1 186 -> 171; rsws 339 -> 329; no spills, registers as many or fewer but in one
+  // instantiation (+1), 32 bytes more static shared memory.
   __shared__ uint32_t consts[3];
   __shared__ uint64_t consts_desc;
   auto addr = [](const void* q) { return uint32_t(__cvta_generic_to_shared(q)); };
