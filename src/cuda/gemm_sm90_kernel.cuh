@@ -979,6 +979,15 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   __shared__ UnitTables<kTok> tables;
   __shared__ uint64_t full_bar[kStages], empty_bar[kStages];
+  // The consumers' loop-invariant shared addresses (the stages, full[0], empty[0]) and stage 0's
+  // B descriptor, which they read from here once, their k loop's loads then taking 32-bit
+  // shared addresses: computed in place (and the loads through generic pointers), ptxas
+  // recomputed them from the CTA's cluster id (S2UR) in every trip of the k loop. SASS per
+  // two k-blocks (consumer loop): rsws4 GEMM 1 NVFP4 193 -> 176 instructions, GEMM 2 206 -> 183,
+  // MX GEMM 1 186 -> 171; rsws 339 -> 329; no spills, registers as many or fewer but in one
+  // instantiation (+1), 32 bytes more static shared memory.
+  __shared__ uint32_t consts[3];
+  __shared__ uint64_t consts_desc;
   auto addr = [](const void* q) { return uint32_t(__cvta_generic_to_shared(q)); };
 
   const uint32_t raw = addr(smem_raw);
@@ -990,6 +999,10 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       ptx::mbarrier_init(addr(&full_bar[s]), R::kProducerThreads);
       ptx::mbarrier_init(addr(&empty_bar[s]), R::kConsumerThreads);
     }
+    consts[0] = raw + pad;
+    consts[1] = addr(&full_bar[0]);
+    consts[2] = addr(&empty_bar[0]);
+    consts_desc = ptx::wgmma_desc_kmajor_sw128(raw + pad);
     tables.init(R::kProducerThreads, R::kConsumerThreads);
     ptx::fence_proxy_async_shared();  // the initialized barriers, visible to the bulk copies' complete_tx
   }
@@ -1173,7 +1186,8 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     const int c = wg;
     const int g = lane / 4, t = lane % 4;
     const int fb = (c * 4 + wl) * kMt;  // the warp's fragment rows in the CTA: fb + mt for m-tile mt
-    const uint64_t desc_b = ptx::wgmma_desc_kmajor_sw128(raw + pad);  // stage 0's B tile (+ offset >> 4)
+    const uint64_t desc_b = consts_desc;  // stage 0's B tile (+ offset >> 4)
+    const uint32_t stages_c = consts[0], full0_c = consts[1], empty0_c = consts[2];
 
     RingPos<kStages> pos;  // the stage of the CTA's next k-blocks, and the parity of its fill
     int last_s = 0;        // the stage before (released once its last group completes)
@@ -1187,7 +1201,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       sm80::zero_acc<NU, true>(acc);  // zeroed before the first wgmma_fence
       // The wait for stage pos.s: its k-blocks landed.
       auto stage_wait = [&] {
-        ptx::mbarrier_wait_parity(full0 + 8 * pos.s, pos.phase);
+        ptx::mbarrier_wait_parity(full0_c + 8 * pos.s, pos.phase);
         if constexpr (!kPFence)
           ptx::fence_proxy_async_shared();  // the producer's cp.async B data -> this thread's wgmma
       };
@@ -1198,17 +1212,20 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       // they differ). release: that group was the last of stage last_s, which this thread now
       // releases.
       auto k_block = [&](uint32_t (&a)[4][kMt][4], int s, int j, bool release) {
-        const uint8_t* st = stages + s * T::kStageBytes + j * T::kBlockBytes;
+        const uint32_t st = stages_c + uint32_t(s * T::kStageBytes + j * T::kBlockBytes);
         const uint64_t db =  // 32-bit offsets (>> 4): ptxas keeps them off the 64-bit add
             desc_b + uint64_t(uint32_t(s) * uint32_t(T::kStageBytes / 16) + uint32_t(j * (T::kBlockBytes / 16)));
         // The words and scale bytes of the warp's fragment rows, once per k-block (zeros past N:
-        // TMA filled them so). The scale box packs sb bytes per fragment row.
+        // TMA filled them so), as load_weight_frag reads them. The scale box packs sb bytes per
+        // fragment row.
         uint4 wq[kMt];
         uint2 ws[kMt];
 #pragma unroll
-        for (int mt = 0; mt < kMt; ++mt)
-          sm80::load_weight_frag(st + T::kBBytes + (fb + mt) * (kFragWords * 4),
-                                 st + T::kBBytes + T::kWBytes + (fb + mt) * sb, lane, g, sb, mx, wq[mt], ws[mt]);
+        for (int mt = 0; mt < kMt; ++mt) {
+          wq[mt] = ptx::ld_shared_v4(st + uint32_t(T::kBBytes + (fb + mt) * (kFragWords * 4) + lane * 16));
+          const uint32_t sp = st + uint32_t(T::kBBytes + T::kWBytes + (fb + mt) * sb + g * (sb / 8));
+          ws[mt] = mx ? make_uint2(ptx::ld_shared_u32(sp), 0u) : ptx::ld_shared_v2(sp);
+        }
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -1225,7 +1242,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
             ptx::wgmma_m64k16_bf16_rs<NU>(acc[mt], a[kk][mt], db + uint64_t(2 * kk));  // (32 bytes) >> 4
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<1>();  // the group before is complete: its A set (and stage) are free
-        if (release) ptx::mbarrier_arrive(empty0 + 8 * last_s);
+        if (release) ptx::mbarrier_arrive(empty0_c + 8 * last_s);
       };
       // Past stage pos.s's last group: it becomes the stage to release, pos the next.
       auto leave_stage = [&] {
@@ -1257,7 +1274,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
       }
       ptx::wgmma_wait_group<0>();
       sm80::fence_acc(acc);  // read only after the wait
-      if (KB > 0) ptx::mbarrier_arrive(empty0 + 8 * last_s);
+      if (KB > 0) ptx::mbarrier_arrive(empty0_c + 8 * last_s);
 
       const int nbw = nb0 + fb;  // even when kMt = 2
       if (nbw < NB) {

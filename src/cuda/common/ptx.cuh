@@ -44,6 +44,23 @@ __device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool va
   const uint32_t d = uint32_t(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(gmem), "r"(valid ? 8 : 0));
 }
+// Loads from a 32-bit shared-memory address (ld.shared; `volatile` keeps them after the
+// waits before them, which the compiler sees only as other volatile statements).
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_shared_v2(uint32_t a) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t a) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a));
+  return v;
+}
 // The inclusive sum of v over the 32 lanes of a warp, by shuffles (every lane calls it; lane is
 // the caller's lane).
 __device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
