@@ -10,6 +10,7 @@
 #                       (below); test_shards and sm90_shards, a filter's tests likewise
 #   sanitizers FILTER TIMEOUT   memcheck and racecheck over a filter's tests (below)
 #   check_points VARIANT "SPECS"   bench --check of a carried CLI at each point (below)
+#   full_table RUN CLI TAG   the whole table (every preset, both quantizations) with one CLI (below)
 #   clocks_start MS, clocks_stop   the SM clock, power and power-cap flag every MS ms into
 #                       $OUT/clocks.csv (nvidia-smi in the background), until clocks_stop
 #   mark TEXT           a timestamped line in $OUT/marks.txt, to place a process on that log
@@ -125,4 +126,37 @@ check_points() {
     echo "check $m rc=$? $(grep -c PASS "$OUT/check/$model-$q-$toks.txt") PASS lines"
   done
   (cd "$OUT" && tar czf check.tgz check && rm -rf check)
+}
+# full_table RUN CLI TAG: `bench` of every preset in both quantizations at T = 1-16384 with the
+# carried CLI CLI, one process per preset and quantization, each at most 150 s and all within
+# TABLE_BUDGET_S (540); the SM clock logged. Environment: WARM_MS (--warmup-ms, 2000),
+# EXTRA (more bench arguments: --check), BASELINE=1 (keep the bf16 cuBLAS baseline, else
+# --no-baseline). JSONs $OUT/j/TAG-RUN-<preset>.json (tarred into $OUT/j-RUN.tgz: a call returns
+# at most 8 files), $OUT/clocks-RUN.csv, $OUT/marks-RUN.txt; prints each process's status, the
+# ceilings, the PASS count and a short table (T, µs, floor/time) last. The v55 and v58 full
+# tables: RUN short (WARM_MS=0 EXTRA=--check BASELINE=1) and sustained (the defaults).
+full_table() {
+  local run=$1 cli=$2 tag=$3 spec m q left name base=--no-baseline t0
+  local sel
+  [ "${BASELINE:-0}" = 1 ] && base=
+  mkdir -p "$OUT/j"
+  clocks_start 100
+  t0=$(date +%s)
+  for spec in kimi-k2:w4a16 kimi-k2:w4a4 deepseek-v3:w4a16 deepseek-v3:w4a4 gpt-oss-120b:all qwen3-235b:all qwen3-30b:all; do
+    m=${spec%%:*}; q=${spec##*:}
+    left=$(( ${TABLE_BUDGET_S:-540} - ($(date +%s) - t0) )); [ $left -gt 30 ] || break
+    [ $left -gt 150 ] && left=150
+    if [ "$q" = all ]; then sel=(--all); name=$m; else sel=(--quant $q --tokens 1,8,32,128,512,2048,8192,16384); name=$m-$q; fi
+    mark start "$run" "$name"
+    timeout $left "$cli" bench --model "$m" "${sel[@]}" --warmup-ms "${WARM_MS:-2000}" ${EXTRA:-} $base \
+      --json "$OUT/j/$tag-$run-$name.json" > "$OUT/j/$run-$name.txt" 2>&1
+    echo "$run $name rc=$? t=$(( $(date +%s) - t0 ))"
+  done
+  clocks_stop
+  mv "$OUT/clocks.csv" "$OUT/clocks-$run.csv" 2>/dev/null; mv "$OUT/marks.txt" "$OUT/marks-$run.txt" 2>/dev/null
+  grep -h "ceilings (this" "$OUT"/j/$run-*.txt | head -3
+  echo "PASS lines: $(cat "$OUT"/j/$run-*.txt | grep -c PASS)  FAIL files: $(grep -l FAIL "$OUT"/j/$run-*.txt | tr '\n' ' ')"
+  (cd "$OUT" && tar czf "j-$run.tgz" j)
+  python3 scripts/bench_table.py "$OUT"/j/*-$run-*.json 2>&1 | grep -E "^##|^### |^\| [0-9]" |
+    awk -F'|' '/^##/{print} /^\| [0-9]/{printf "%s|%s|%s\n", $2, $3, $6}'
 }
