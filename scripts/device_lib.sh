@@ -11,6 +11,8 @@
 #   sanitizers FILTER TIMEOUT   memcheck and racecheck over a filter's tests (below)
 #   check_points VARIANT "SPECS"   bench --check of a carried CLI at each point (below)
 #   full_table RUN CLI TAG   the whole table (every preset, both quantizations) with one CLI (below)
+#   branch_checks VARIANT   what a kernel branch runs before its merge: the suite, the sanitizers
+#                       over the rsws cases, bench --check at five points (below)
 #   clocks_start MS, clocks_stop   the SM clock, power and power-cap flag every MS ms into
 #                       $OUT/clocks.csv (nvidia-smi in the background), until clocks_stop
 #   mark TEXT           a timestamped line in $OUT/marks.txt, to place a process on that log
@@ -159,4 +161,15 @@ full_table() {
   (cd "$OUT" && tar czf "j-$run.tgz" j)
   python3 scripts/bench_table.py "$OUT"/j/*-$run-*.json 2>&1 | grep -E "^##|^### |^\| [0-9]" |
     awk -F'|' '/^##/{print} /^\| [0-9]/{printf "%s|%s|%s\n", $2, $3, $6}'
+}
+# branch_checks VARIANT: the checks of a branch of the rsws kernels before its A/B and merge, with
+# .carry/bin/fp4moe_tests and .carry/bin/fp4moe_VARIANT in place: the whole test binary, EP
+# apart (suite_shards); memcheck and racecheck over the forced rsws / rsws4 cases of one k-block,
+# of odd KB and of MXFP4 (40 tests); bench --check at a point of each rsws kernel (rsws4 GEMM 1
+# and 2 at 48 tokens, W4A4, the 128-token kernels, MXFP4 narrow and wide). v57's and v58's
+# prepared test scripts.
+branch_checks() {
+  suite_shards
+  sanitizers 'Cases/CudaGemmSm90Forced.MatchesHost/*one_kblock*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*large_nvfp4_odd*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*mx*rsws*' 200
+  check_points "$1" "deepseek-v3:w4a16:2048 kimi-k2:w4a4:1024 qwen3-235b:w4a16:8192 gpt-oss-120b:w4a16:512 gpt-oss-120b:w4a16:8192"
 }
