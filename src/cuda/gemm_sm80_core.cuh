@@ -172,6 +172,14 @@ __device__ __forceinline__ void load_weight_frag(const uint8_t* frag, const uint
   const uint8_t* sp = scales + g * (sb / 8);
   ws = mx ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
 }
+// The same from 32-bit shared addresses (ptx::ld_shared_*): for the rsws consumers, whose loads
+// through generic pointers had ptxas recompute the shared window in every trip of the k loop.
+__device__ __forceinline__ void load_weight_frag(uint32_t frag, uint32_t scales, int lane, int g, int sb, bool mx,
+                                                 uint4& wq, uint2& ws) {
+  wq = ptx::ld_shared_v4(frag + uint32_t(lane * 16));
+  const uint32_t sp = scales + uint32_t(g * (sb / 8));
+  ws = mx ? make_uint2(ptx::ld_shared_u32(sp), 0u) : ptx::ld_shared_v2(sp);
+}
 
 // The decode table's first register (kFragDecodeLow) for weight_a_frag / frag_decode_word,
 // once per kernel: per-thread data (ptx::per_thread with w.zero), which ptxas keeps in one

@@ -1216,16 +1216,14 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         const uint64_t db =  // 32-bit offsets (>> 4): ptxas keeps them off the 64-bit add
             desc_b + uint64_t(uint32_t(s) * uint32_t(T::kStageBytes / 16) + uint32_t(j * (T::kBlockBytes / 16)));
         // The words and scale bytes of the warp's fragment rows, once per k-block (zeros past N:
-        // TMA filled them so), as load_weight_frag reads them. The scale box packs sb bytes per
-        // fragment row.
+        // TMA filled them so). The scale box packs sb bytes per fragment row.
         uint4 wq[kMt];
         uint2 ws[kMt];
 #pragma unroll
-        for (int mt = 0; mt < kMt; ++mt) {
-          wq[mt] = ptx::ld_shared_v4(st + uint32_t(T::kBBytes + (fb + mt) * (kFragWords * 4) + lane * 16));
-          const uint32_t sp = st + uint32_t(T::kBBytes + T::kWBytes + (fb + mt) * sb + g * (sb / 8));
-          ws[mt] = mx ? make_uint2(ptx::ld_shared_u32(sp), 0u) : ptx::ld_shared_v2(sp);
-        }
+        for (int mt = 0; mt < kMt; ++mt)
+          sm80::load_weight_frag(st + uint32_t(T::kBBytes + (fb + mt) * (kFragWords * 4)),
+                                 st + uint32_t(T::kBBytes + T::kWBytes + (fb + mt) * sb), lane, g, sb, mx, wq[mt],
+                                 ws[mt]);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
