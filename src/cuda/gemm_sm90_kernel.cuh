@@ -1198,10 +1198,9 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     // table through ptx::per_thread, the multiplier and the high-table bits as literals): with
     // all three in registers its 128-token k loop grew by ~45 instructions (MOVs) and spilled.
     // rsws4's multiplier is an IMAD, not a LEA (rsws at 128 tokens spilled with it).
-    const uint32_t consts_addr = addr(consts);
-    const uint32_t decode_low_c = kCw == 4 ? ptx::ld_shared_u32(consts_addr + 12) : sm80::decode_table(w);
-    const uint32_t mul16_c = kCw == 4 ? ptx::ld_shared_u32(consts_addr + 16) : 16u;
-    const uint32_t high_table_c = kCw == 4 ? ptx::ld_shared_u32(consts_addr + 20) : kFragHighTable;
+    const uint32_t decode_low_c = kCw == 4 ? ptx::ld_shared_u32(addr(&consts[3])) : sm80::decode_table(w);
+    const uint32_t mul16_c = kCw == 4 ? ptx::ld_shared_u32(addr(&consts[4])) : 16u;
+    const uint32_t high_table_c = kCw == 4 ? ptx::ld_shared_u32(addr(&consts[5])) : kFragHighTable;
 
     RingPos<kStages> pos;  // the stage of the CTA's next k-blocks, and the parity of its fill
     int last_s = 0;        // the stage before (released once its last group completes)
