@@ -178,14 +178,16 @@ FP4MOE_HD uint32_t frag_word_load(uint32_t stored) {
 // memory layout (frag_word_store) already holds in place: per 8 values 4 PRMT, 2 LOP3 and 3
 // shifts. (The shifts as IMAD.HI on the FMA pipe measured 5-12% slower at every T.)
 // kFragDecodeLow: the table's bytes 0-3 (index (m, e0) -> e0 << 7 | m << 6). The kernels pass
-// it in one register (sm80::decode_table).
+// it in one register (sm80::decode_table). kFragHighTable: the selector bits that point nibbles
+// 1 and 3 of each selector at the table's bytes 4-7; a kernel may pass it in a register too.
 inline constexpr uint32_t kFragDecodeLow = 0xC0408000u;
-FP4MOE_HD void frag_decode_word(uint32_t q, uint32_t (&a)[4], uint32_t kLow = kFragDecodeLow) {
+inline constexpr uint32_t kFragHighTable = 0x40404040u;
+FP4MOE_HD void frag_decode_word(uint32_t q, uint32_t (&a)[4], uint32_t kLow = kFragDecodeLow,
+                                uint32_t high_table = kFragHighTable) {
   constexpr uint32_t kHigh = 0x81800100u;  // bytes 4-7: index 4 + (s, e1) -> s << 7 | e1
-  constexpr uint32_t kHighTable = 0x40404040u;  // selector nibbles 1 and 3 of each register index kHigh
   constexpr uint32_t kSelBits = 0x33333333u;    // the selector bits of every nibble
-  const uint32_t sel01 = and_or(q, kSelBits, kHighTable);        // a_0: bits 0-15, a_1: bits 16-31
-  const uint32_t sel23 = and_or(q >> 2, kSelBits, kHighTable);   // a_2, a_3
+  const uint32_t sel01 = and_or(q, kSelBits, high_table);        // a_0: bits 0-15, a_1: bits 16-31
+  const uint32_t sel23 = and_or(q >> 2, kSelBits, high_table);   // a_2, a_3
   a[0] = byte_perm(kLow, kHigh, sel01);
   a[1] = byte_perm(kLow, kHigh, sel01 >> 16);
   a[2] = byte_perm(kLow, kHigh, sel23);

@@ -193,13 +193,14 @@ __device__ __forceinline__ uint32_t decode_table(const WeightMatrix& w) {
 // the folded block scale (exact), each by one half of the rows' scale pair broadcast
 // (ptx::mul_bf16x2_low / _high: operand selectors of the multiply, no extra instruction).
 __device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq, const uint2& ws, int kk, bool mx,
-                                              uint32_t decode_low = kFragDecodeLow, uint32_t mul16 = 16u) {
+                                              uint32_t decode_low = kFragDecodeLow, uint32_t mul16 = 16u,
+                                              uint32_t high_table = kFragHighTable) {
   int word, b;
   frag_scale_select(kk, mx, &word, &b);
   const uint32_t s = scale_rows_bf16x2(word ? ws.y : ws.x, b, mx, mul16);
   const uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
   uint32_t v[4];
-  frag_decode_word(q, v, decode_low);
+  frag_decode_word(q, v, decode_low, high_table);
   a[0] = ptx::mul_bf16x2_low(v[0], s);
   a[1] = ptx::mul_bf16x2_high(v[1], s);
   a[2] = ptx::mul_bf16x2_low(v[2], s);

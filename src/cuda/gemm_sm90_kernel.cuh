@@ -986,7 +986,13 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
   // two k-blocks (consumer loop): rsws4 GEMM 1 NVFP4 193 -> 176 instructions, GEMM 2 206 -> 183,
   // MX GEMM 1 186 -> 171; rsws 339 -> 329; no spills, registers as many or fewer but in one
   // instantiation (+1), 32 bytes more static shared memory.
-  __shared__ uint32_t consts[3];
+  // Likewise rsws4's three decode constants (the table's low bytes, the scale's multiplier, the
+  // selectors' high-table bits), which ptxas rebuilt in every trip (from threadIdx.x & w.zero,
+  // or as a literal) rather than keep: read once through volatile loads, they stay in
+  // registers. SASS per two k-blocks: rsws4 GEMM 1 NVFP4 176 -> 172, GEMM 2 183 -> 172 (NU 6-8;
+  // 185 -> 181 below), MX 171 -> 166 / 175 -> 166; registers at most 94 of the launch's 96, no
+  // spills.
+  __shared__ uint32_t consts[6];
   __shared__ uint64_t consts_desc;
   auto addr = [](const void* q) { return uint32_t(__cvta_generic_to_shared(q)); };
 
@@ -1002,6 +1008,9 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     consts[0] = raw + pad;
     consts[1] = addr(&full_bar[0]);
     consts[2] = addr(&empty_bar[0]);
+    consts[3] = kFragDecodeLow;
+    consts[4] = 16u;
+    consts[5] = kFragHighTable;
     consts_desc = ptx::wgmma_desc_kmajor_sw128(raw + pad);
     tables.init(R::kProducerThreads, R::kConsumerThreads);
     ptx::fence_proxy_async_shared();  // the initialized barriers, visible to the bulk copies' complete_tx
@@ -1026,9 +1035,6 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   constexpr bool mx = MX;
   constexpr int sb = frag_scale_bytes(MX ? kMxfp4Block : kNvfp4Block);  // MX is w.block == kMxfp4Block (launch_rsws)
-  const uint32_t decode_low = sm80::decode_table(w);
-  // rsws4 (kCw = 4): the folded scale's multiplier as IMAD, not LEA (rsws at 128 tokens spilled with it).
-  const uint32_t mul16 = kCw == 4 ? ptx::per_thread(16u, w.zero) : 16u;
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
   const int64_t units = p.tiles * row_tiles;
   const uint32_t full0 = addr(&full_bar[0]), empty0 = addr(&empty_bar[0]);  // stage s's: + 8 s
@@ -1188,6 +1194,13 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     const int fb = (c * 4 + wl) * kMt;  // the warp's fragment rows in the CTA: fb + mt for m-tile mt
     const uint64_t desc_b = consts_desc;  // stage 0's B tile (+ offset >> 4)
     const uint32_t stages_c = consts[0], full0_c = consts[1], empty0_c = consts[2];
+    // The decode's constants: rsws4's from consts (registers), rsws's as before (the decode
+    // table through ptx::per_thread, the multiplier and the high-table bits as literals): with
+    // all three in registers its 128-token k loop grew by ~45 instructions (MOVs) and spilled.
+    // rsws4's multiplier is an IMAD, not a LEA (rsws at 128 tokens spilled with it).
+    const uint32_t decode_low_c = kCw == 4 ? ptx::ld_shared_u32(addr(&consts[3])) : sm80::decode_table(w);
+    const uint32_t mul16_c = kCw == 4 ? ptx::ld_shared_u32(addr(&consts[4])) : 16u;
+    const uint32_t high_table_c = kCw == 4 ? ptx::ld_shared_u32(addr(&consts[5])) : kFragHighTable;
 
     RingPos<kStages> pos;  // the stage of the CTA's next k-blocks, and the parity of its fill
     int last_s = 0;        // the stage before (released once its last group completes)
@@ -1228,7 +1241,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
           for (int mt = 0; mt < kMt; ++mt) {
-            sm80::weight_a_frag(a[kk][mt], wq[mt], ws[mt], kk, mx, decode_low, mul16);
+            sm80::weight_a_frag(a[kk][mt], wq[mt], ws[mt], kk, mx, decode_low_c, mul16_c, high_table_c);
 #pragma unroll
             for (int r = 0; r < 4; ++r) ptx::reg_fence(a[kk][mt][r]);
           }
