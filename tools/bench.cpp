@@ -121,6 +121,13 @@ json desc_json(const LayerDesc& d) {
 }
 
 json num_or_null(bool ok, double v) { return ok && std::isfinite(v) ? json(v) : json(nullptr); }
+// Per-replay times (µs) rounded to 1 ns: a CUDA event's elapsed time is a float of milliseconds
+// (~7 digits), whose conversion to double printed ~9 digits more than it holds.
+json samples_us(const std::vector<double>& us) {
+  json out = json::array();
+  for (const double v : us) out.push_back(std::isfinite(v) ? json(std::round(v * 1e3) / 1e3) : json(nullptr));
+  return out;
+}
 
 // One set of inputs at the largest token count; smaller counts use its first rows.
 struct ActSet {
@@ -790,10 +797,10 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
 
     json row{{"tokens", T},
              {"forward_us_median", us},
-             {"forward_us", fwd_us},
+             {"forward_us", samples_us(fwd_us)},
              {"tokens_per_s", double(T) / (us * 1e-6)},
              {"route_us_median", rus},
-             {"route_us", route_us},
+             {"route_us", samples_us(route_us)},
              {"experts_touched", touched},
              {"experts_touched_uniform", touched_if_uniform(E, k, T)},
              {"weight_copies_rotated", n_copies},
@@ -808,7 +815,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
              {"floor_sustained_gemm_us", num_or_null(sustained_ok, floor_sustained_us)},
              {"floor_fraction_sustained_gemm", num_or_null(sustained_ok, floor_sustained_us / us)},
              {"baseline_us_median", num_or_null(base_ok, bus)},
-             {"baseline_us", base_us},
+             {"baseline_us", samples_us(base_us)},
              {"baseline_weight_copies_rotated", n_base_copies},
              {"baseline_bytes", touched * bf16_expert + act_bytes},
              {"baseline_rel_l2_vs_fp4moe", num_or_null(base_ok, base_rel)},
