@@ -1,7 +1,8 @@
 # Test (ctest CliBenchLayers): `fp4moe bench --layers N` times graphs of N layer calls and
 # reports µs per call; `--warmup-ms MS` replays untimed for MS ms first. The option is checked
 # first: with --nodes it fails naming --layers (exit 2). Then a run of one call per graph says
-# which backend ran (and records layers_per_graph 1, warmup_ms 2000 on CUDA and 0 on the host).
+# which backend ran (and records layers_per_graph 1, warmup_ms 2000 on CUDA and 0 on the host,
+# and its 5 samples per row on one line).
 # On a CUDA device: N = 4 with --warmup-ms 50 runs, the JSON records layers_per_graph 4,
 # warmup_ms 50 and every row a positive time, with no timing note (a capture that failed falls
 # back to direct launches and says so). On the host backends: N = 4 fails naming --layers and
@@ -31,6 +32,12 @@ if(NOT rc EQUAL 0)
 endif()
 file(READ "${JSON}" doc)
 string(JSON backend GET "${doc}" runs 0 backend)
+# The file's per-replay samples, one per timed forward (--iters), each array on one line
+# (tools/json_text.hpp).
+string(JSON n LENGTH "${doc}" runs 0 rows 0 forward_us)
+if(NOT n EQUAL 5 OR NOT doc MATCHES "\n +\"forward_us\": \\[[^\n]+\\],?\n")
+  message(FATAL_ERROR "runs[0].rows[0].forward_us: ${n} samples (want 5), or not on one line")
+endif()
 # the defaults: one call per graph; 2000 ms of replays before the timed ones on CUDA, none on the host
 if(backend STREQUAL "cuda")
   expect_run("${doc}" 1 2000)

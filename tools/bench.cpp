@@ -31,6 +31,7 @@
 #include "fp4moe/format.h"
 #include "fp4moe/presets.hpp"
 #include "gpu.hpp"
+#include "json_text.hpp"
 #include "synth.hpp"
 
 namespace fp4moe::cli {
@@ -942,7 +943,7 @@ int bench(const BenchOptions& o) {
            {"machine", machine_json(machine, device_name)},
            {"runs", runs}};
     std::ofstream f(o.json_path);
-    f << j.dump(2) << "\n";
+    f << json_text(j);
     return bool(f);
   };
   for (const RunSpec& spec : specs) {

@@ -26,6 +26,7 @@
 #include "fp4moe/ep.hpp"
 #include "fp4moe/format.h"
 #include "fp4moe/presets.hpp"
+#include "json_text.hpp"
 #include "synth.hpp"
 
 namespace fp4moe::cli {
@@ -397,7 +398,7 @@ int run_ep_bench(const EpBenchOptions& o) {
                   {"nccl", ep::nccl_version()},
                   {"iters", iters},
                   {"results", results}};
-      std::ofstream(o.json_path) << doc.dump(2) << "\n";
+      std::ofstream(o.json_path) << json_text(doc);
     }
     for (const auto& r : results)
       if (r["check"].get<std::string>().rfind("FAIL", 0) == 0 || r["check"].get<std::string>().rfind("ERROR", 0) == 0)
