@@ -168,8 +168,11 @@ full_table() {
 # of odd KB and of MXFP4 (40 tests); bench --check at a point of each rsws kernel (rsws4 GEMM 1
 # and 2 at 48 tokens, W4A4, the 128-token kernels, MXFP4 narrow and wide). v57's and v58's
 # prepared test scripts.
+# rsws_sanitize_cases: the 40 forced rsws / rsws4 cases of one k-block, of odd KB and of MXFP4
+# (a GoogleTest filter; a branch's script may add its own cases after a ':').
+rsws_sanitize_cases='Cases/CudaGemmSm90Forced.MatchesHost/*one_kblock*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*large_nvfp4_odd*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*mx*rsws*'
 branch_checks() {
   suite_shards
-  sanitizers 'Cases/CudaGemmSm90Forced.MatchesHost/*one_kblock*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*large_nvfp4_odd*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*mx*rsws*' 200
+  sanitizers "$rsws_sanitize_cases" 200
   check_points "$1" "deepseek-v3:w4a16:2048 kimi-k2:w4a4:1024 qwen3-235b:w4a16:8192 gpt-oss-120b:w4a16:512 gpt-oss-120b:w4a16:8192"
 }

@@ -11,6 +11,6 @@ source scripts/device_lib.sh
 unxz .carry/rg60/tests.xz .carry/bin/fp4moe_tests
 unxz .carry/rg60/cli.xz .carry/bin/fp4moe_ring
 suite_shards
-sanitizers 'Cases/CudaGemmSm90Forced.MatchesHost/*one_kblock*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*large_nvfp4_odd*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*mx*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/narrow_*rsws4*:Cases/CudaGemmSm90Forced.MatchesHost/split_partial*split_3ctas' 260
+sanitizers "$rsws_sanitize_cases:Cases/CudaGemmSm90Forced.MatchesHost/narrow_*rsws4*:Cases/CudaGemmSm90Forced.MatchesHost/split_partial*split_3ctas" 260
 check_points ring "kimi-k2:w4a16:2048 qwen3-235b:w4a16:512 qwen3-235b:w4a16:2048 deepseek-v3:w4a16:2048 qwen3-30b:w4a16:512 kimi-k2:w4a4:1024"
 echo "t=$(( $(date +%s) - start ))"
