@@ -952,6 +952,16 @@ struct RsWsTile : StageLayout<NT> {
   static_assert(kTok <= R::kProducerThreads, "one producer thread per token row fills the row tables");
 };
 
+// The ring of an rsws kernel of tile NT at wgmma width NU: the narrower widths (NU < NT: rsws4's
+// width split, rsws's wide widths) size their B tiles by NU, rounded up to an even count of n8
+// tiles (a k-block's B chunks split evenly over the 128 producers), where the tile's tokens left
+// part of each stage unread: the ring gets the bytes as stages. rsws4 (stages of two k-blocks):
+// width 6 (48 tokens) 7 stages for 6, width 4 8, width 2 10; rsws (one k-block): width 10 11
+// for 8, 12 10, 14 9. Such a launch's tiles hold at most 8 * NU rows (SpanCut::limit), so its
+// row tables need no more.
+template <int NT, int kCw, int NU>
+using RsWsTileOf = RsWsTile<NU < NT ? NU + NU % 2 : NT, kCw>;
+
 // MX: the weights' scales are MX exponents (w.block == 32), known at compile time: the scale
 // selection of every k-block then folds to constants (at run time it was ~25 instructions
 // per k-block and warp, which ptxas recomputed rather than keep in registers).
@@ -965,7 +975,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     sm90_rsws_gemm(const Params p, const __grid_constant__ WeightMaps maps) {
   static_assert(NU >= 1 && NU <= NT, "the wgmma width is at most the tile's");
 #if defined(FP4MOE_SM90A)
-  using T = RsWsTile<NT, kCw>;
+  using T = RsWsTileOf<NT, kCw, NU>;
   using R = RsRoles<kCw>;
   constexpr int kTok = T::kTok, kStages = T::kStages, kMt = R::kMt;
   // kPFence: the producers make their B copies visible to the async proxy themselves (each
@@ -1353,7 +1363,7 @@ inline WeightMaps encode_weight_maps(const WeightMatrix& w) {
 // launch before it (a split's later launches, split_pdl).
 template <int NT, bool GEMM1, int kCw, int NU = NT>
 void launch_rsws(dim3 grid, const Params& p, const WeightMaps& maps, cudaStream_t stream, bool dependent = false) {
-  constexpr int kThreads = RsRoles<kCw>::kThreads, kSmem = RsWsTile<NT, kCw>::kSmem;
+  constexpr int kThreads = RsRoles<kCw>::kThreads, kSmem = RsWsTileOf<NT, kCw, NU>::kSmem;
   if (p.w.block == kMxfp4Block)
     launch_kernel(sm90_rsws_gemm<NT, GEMM1, kCw, true, NU>, grid, dim3(kThreads), kSmem, dependent, stream, p, maps);
   else
@@ -1575,12 +1585,11 @@ template <bool GEMM1, int... W>
 std::string prepare_rsws4_narrow_here(std::integer_sequence<int, W...>) {
   const std::string g = GEMM1 ? " gemm1" : " gemm2";
   std::string why;
-  auto one = [&](auto kernel, int width, const char* mx) {
-    if (why.empty())
-      why = prepare_kernel(kernel, RsWsTile<8, 4>::kSmem, "rsws4" + g + " width " + std::to_string(width) + mx);
+  auto one = [&](auto kernel, int smem, int width, const char* mx) {
+    if (why.empty()) why = prepare_kernel(kernel, smem, "rsws4" + g + " width " + std::to_string(width) + mx);
   };
-  (one(sm90_rsws_gemm<8, GEMM1, 4, false, W>, W, ""), ...);
-  (one(sm90_rsws_gemm<8, GEMM1, 4, true, W>, W, " MX"), ...);
+  (one(sm90_rsws_gemm<8, GEMM1, 4, false, W>, RsWsTileOf<8, 4, W>::kSmem, W, ""), ...);
+  (one(sm90_rsws_gemm<8, GEMM1, 4, true, W>, RsWsTileOf<8, 4, W>::kSmem, W, " MX"), ...);
   return why;
 }
 
@@ -1597,14 +1606,15 @@ std::string prepare_rsws_wide_here() {
   static_assert(std::size(kWideWidths) == 3 && kWideWidths[0] == 10 && kWideWidths[1] == 12 &&
                     kWideWidths[2] == 14,
                 "one kernel per wide width");
-  constexpr int kSmem = RsWsTile<16, 2>::kSmem;
   const std::string g = "rsws" + std::string(GEMM1 ? " gemm1" : " gemm2") + " width ";
-  for (const std::string& why : {prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false, 10>, kSmem, g + "10"),
-                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true, 10>, kSmem, g + "10 MX"),
-                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false, 12>, kSmem, g + "12"),
-                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true, 12>, kSmem, g + "12 MX"),
-                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false, 14>, kSmem, g + "14"),
-                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true, 14>, kSmem, g + "14 MX")})
+  constexpr int k10 = RsWsTileOf<16, 2, 10>::kSmem, k12 = RsWsTileOf<16, 2, 12>::kSmem,
+                k14 = RsWsTileOf<16, 2, 14>::kSmem;
+  for (const std::string& why : {prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false, 10>, k10, g + "10"),
+                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true, 10>, k10, g + "10 MX"),
+                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false, 12>, k12, g + "12"),
+                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true, 12>, k12, g + "12 MX"),
+                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, false, 14>, k14, g + "14"),
+                                 prepare_kernel(sm90_rsws_gemm<16, GEMM1, 2, true, 14>, k14, g + "14 MX")})
     if (!why.empty()) return why;
   return "";
 }
