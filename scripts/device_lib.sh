@@ -162,15 +162,15 @@ full_table() {
   python3 scripts/bench_table.py "$OUT"/j/*-$run-*.json 2>&1 | grep -E "^##|^### |^\| [0-9]" |
     awk -F'|' '/^##/{print} /^\| [0-9]/{printf "%s|%s|%s\n", $2, $3, $6}'
 }
+# rsws_sanitize_cases: the 40 forced rsws / rsws4 cases of one k-block, of odd KB and of MXFP4
+# (a GoogleTest filter; a branch's script may add its own cases after a ':').
+rsws_sanitize_cases='Cases/CudaGemmSm90Forced.MatchesHost/*one_kblock*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*large_nvfp4_odd*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*mx*rsws*'
 # branch_checks VARIANT: the checks of a branch of the rsws kernels before its A/B and merge, with
 # .carry/bin/fp4moe_tests and .carry/bin/fp4moe_VARIANT in place: the whole test binary, EP
 # apart (suite_shards); memcheck and racecheck over the forced rsws / rsws4 cases of one k-block,
 # of odd KB and of MXFP4 (40 tests); bench --check at a point of each rsws kernel (rsws4 GEMM 1
 # and 2 at 48 tokens, W4A4, the 128-token kernels, MXFP4 narrow and wide). v57's and v58's
 # prepared test scripts.
-# rsws_sanitize_cases: the 40 forced rsws / rsws4 cases of one k-block, of odd KB and of MXFP4
-# (a GoogleTest filter; a branch's script may add its own cases after a ':').
-rsws_sanitize_cases='Cases/CudaGemmSm90Forced.MatchesHost/*one_kblock*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*large_nvfp4_odd*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*mx*rsws*'
 branch_checks() {
   suite_shards
   sanitizers "$rsws_sanitize_cases" 200
