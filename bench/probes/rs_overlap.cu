@@ -31,13 +31,21 @@
 // of it (78-94%) at two and four; three A sets and the pipelined order change it by <= 3%.
 // Warps that only decode run 1.45-2.05x slower beside another warpgroup's wgmma (RS or SS alike):
 // ~0.55 decode cycles lost per MMA cycle. LOP3 / PRMT 2.3x and HMUL2 3.7x slower beside them.
+// v61 (`bench/results/2026-12-04-v61/call3`, `call4`; notes v61 §2): it is the pipes, not the
+// register reads or the issue slots. With three warps a scheduler (enough to cover latency
+// alone), beside 64-token wgmma (RS or SS) a scheduler issues 0.27-0.29 a cycle of LOP3, SHF,
+// PRMT, IADD3 (ALU pipe) and of IMAD, HMUL2 (the FMA pipe's integer and bf16x2 instructions),
+// against 0.49 (0.79 HMUL2) alone; one register source or three makes no difference. fp32 FFMA and FMUL keep
+// 0.60 / 0.84 of 0.64 / 0.91 (94 / 92%); LOP3 in turn with VIADD keeps 0.67 of 0.86. The
+// decode is all in the first group.
 //
 // Build: nvcc -O3 -std=c++17 -arch=sm_90a -I src -I include -o rs_overlap bench/probes/rs_overlap.cu
-// Run:   ./rs_overlap [iters]
+// Run:   ./rs_overlap [iters] [alu]   (alu: the alu_probe rows alone)
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <algorithm>
 #include <cstdlib>
 #include <vector>
@@ -290,6 +298,17 @@ void run_modes(int iters, const uint32_t* init, long long* c, float* s, int sms)
 //   KIND 0 LOP3 with three register sources (x = (x & y) | z, y and z differ per chain)
 //   KIND 2 PRMT with three register sources (the decode's table lookup)
 //   KIND 3 HMUL2 with two register sources (the decode's scale multiply; FMA pipe)
+//   KIND 4 one register source: LOP3 x ^ immediate and SHF x rotated by an immediate in turn
+//          (ptxas folds a chain of either alone)
+//   KIND 5 PRMT with two register sources and an immediate selector
+//   KIND 6 one register source: LOP3 x ^ immediate and x + immediate (VIADD) in turn
+//   KIND 7 FFMA, three register sources (fp32)
+//   KIND 8 IMAD, three register sources
+//   KIND 9 IADD3, three register sources
+//   KIND 10 FMUL, two register sources (fp32)
+//   KIND 11 LOP3 x ^ immediate and IMAD x * y in turn
+// (v61: whether the wgmma take the other warps' register-file reads or their issue: if kinds
+// with fewer register sources keep more of their rate beside the wgmma, the reads.)
 // (KIND 1, IADD3 x + constant, was folded by ptxas into one add per 8 in v60's run: removed.)
 // Cycles per instruction per ALU warp, alone and beside the MMAs, and what a scheduler issues of
 // them a cycle (kAlu warps each): with one warp a scheduler the chains' latency counts too; with
@@ -358,7 +377,16 @@ __global__ void __launch_bounds__(128 * (kAlu + 1), 1) alu_probe(int iters, cons
         for (int i = 0; i < 8; ++i) {
           if constexpr (KIND == 0) x[i] = and_or(x[i], y[i], z[(i + rep) % 8]);
           else if constexpr (KIND == 2) x[i] = byte_perm(y[i], z[(i + rep) % 8], x[i]);
-          else x[i] = ptx::mul_bf16x2(x[i], y[(i + rep) % 8]);
+          else if constexpr (KIND == 3) x[i] = ptx::mul_bf16x2(x[i], y[(i + rep) % 8]);
+          else if constexpr (KIND == 4) x[i] = rep % 2 ? __funnelshift_l(x[i], x[i], 3 + rep) : x[i] ^ (0x5A5A5A5Au + rep);
+          else if constexpr (KIND == 5) x[i] = byte_perm(x[i], y[(i + rep) % 8], 0x5140u + rep);
+          else if constexpr (KIND == 6) x[i] = rep % 2 ? x[i] + (0x9E3779B9u + rep) : x[i] ^ (0x5A5A5A5Au + rep);
+          else if constexpr (KIND == 7)
+            x[i] = __float_as_uint(fmaf(__uint_as_float(x[i]), __uint_as_float(y[i]), __uint_as_float(z[(i + rep) % 8])));
+          else if constexpr (KIND == 8) x[i] = x[i] * y[i] + z[(i + rep) % 8];
+          else if constexpr (KIND == 9) x[i] = x[i] + y[i] + z[(i + rep) % 8];
+          else if constexpr (KIND == 10) x[i] = __float_as_uint(__uint_as_float(x[i]) * __uint_as_float(y[(i + rep) % 8]));
+          else x[i] = rep % 2 ? x[i] * y[i] : x[i] ^ (0x5A5A5A5Au + rep);
           ptx::reg_fence(x[i]);
         }
     }
@@ -393,7 +421,7 @@ double run_alu(int iters, const uint32_t* init, long long* cycles_d, float* sink
 
 template <int NU, int KIND, int kAlu>
 void run_alu_kind(int iters, const uint32_t* init, long long* c, float* s, int sms) {
-  static const char* names[] = {"LOP3 3 regs", "", "PRMT 3 regs", "HMUL2 2 regs"};
+  static const char* names[] = {"LOP3 3 regs", "", "PRMT 3 regs", "HMUL2 2 regs", "LOP3 / SHF 1 reg", "PRMT 2 regs", "LOP3 / VIADD 1 reg", "FFMA 3 regs", "IMAD 3 regs", "IADD3 3 regs", "FMUL 2 regs", "LOP3 / IMAD"};
   const double alone = run_alu<NU, KIND, 0, kAlu>(iters, init, c, s, sms);
   const double rs = run_alu<NU, KIND, 1, kAlu>(iters, init, c, s, sms);
   double ss = 0;
@@ -422,15 +450,30 @@ int main(int argc, char** argv) {
   std::printf("iters %d k-blocks per warpgroup, %d CTAs\n", iters, sms);
   std::printf("| tokens | WGs | mode | us | cycles / k-block | MMA cycles | MMA share | GHz | roles (5, 6) |\n"
               "|---|---|---|---|---|---|---|---|---|\n");
-  run_modes<6, 4>(iters, init, cycles, sink, sms);
-  run_modes<6, 2>(iters, init, cycles, sink, sms);
-  run_modes<8, 4>(iters, init, cycles, sink, sms);
-  run_modes<8, 2>(iters, init, cycles, sink, sms);
-  run_modes<8, 1>(iters, init, cycles, sink, sms);
-  run_modes<16, 2>(iters, init, cycles, sink, sms);
+  const bool alu_only = argc > 2 && std::strcmp(argv[2], "alu") == 0;  // the alu_probe rows alone
+  if (!alu_only) {
+    run_modes<6, 4>(iters, init, cycles, sink, sms);
+    run_modes<6, 2>(iters, init, cycles, sink, sms);
+    run_modes<8, 4>(iters, init, cycles, sink, sms);
+    run_modes<8, 2>(iters, init, cycles, sink, sms);
+    run_modes<8, 1>(iters, init, cycles, sink, sms);
+    run_modes<16, 2>(iters, init, cycles, sink, sms);
+  }
   std::printf("\n| tokens | ALU kind | ALU warps a scheduler | cycles / instr alone | beside RS wgmma | beside SS | "
               "instr / cycle a scheduler: alone / RS / SS |\n|---|---|---|---|---|---|---|\n");
   run_alu_kind<8, 0, 1>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 4, 1>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 4, 3>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 5, 1>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 5, 3>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<16, 4, 3>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 6, 1>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 6, 3>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 7, 3>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 8, 3>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 9, 3>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 10, 3>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 11, 3>(iters / 4, init, cycles, sink, sms);
   run_alu_kind<8, 2, 1>(iters / 4, init, cycles, sink, sms);
   run_alu_kind<8, 3, 1>(iters / 4, init, cycles, sink, sms);
   run_alu_kind<8, 0, 3>(iters / 4, init, cycles, sink, sms);
