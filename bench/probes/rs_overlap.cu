@@ -36,8 +36,9 @@
 // alone), beside 64-token wgmma (RS or SS) a scheduler issues 0.27-0.29 a cycle of LOP3, SHF,
 // PRMT, IADD3 (ALU pipe) and of IMAD, HMUL2 (the FMA pipe's integer and bf16x2 instructions),
 // against 0.49 (0.79 HMUL2) alone; one register source or three makes no difference. fp32 FFMA and FMUL keep
-// 0.60 / 0.84 of 0.64 / 0.91 (94 / 92%); LOP3 in turn with VIADD keeps 0.67 of 0.86. The
-// decode is all in the first group.
+// 0.60 / 0.84 of 0.64 / 0.91 (94 / 92%); LOP3 in turn with VIADD keeps 0.67 of 0.86. F2FP
+// (fp32 pair -> bf16x2) loses as the ALU kinds (0.28); I2FP is quarter rate. The decode is all
+// in the first group.
 //
 // Build: nvcc -O3 -std=c++17 -arch=sm_90a -I src -I include -o rs_overlap bench/probes/rs_overlap.cu
 // Run:   ./rs_overlap [iters] [alu]   (alu: the alu_probe rows alone)
@@ -307,12 +308,23 @@ void run_modes(int iters, const uint32_t* init, long long* c, float* s, int sms)
 //   KIND 9 IADD3, three register sources
 //   KIND 10 FMUL, two register sources (fp32)
 //   KIND 11 LOP3 x ^ immediate and IMAD x * y in turn
+//   KIND 12 F2FP: two fp32 packed into bf16x2 (cvt.rn.bf16x2.f32)
+//   KIND 13 LOP3 x ^ immediate, then I2FP (u32 -> fp32): one of each a step
 // (v61: whether the wgmma take the other warps' register-file reads or their issue: if kinds
 // with fewer register sources keep more of their rate beside the wgmma, the reads.)
 // (KIND 1, IADD3 x + constant, was folded by ptxas into one add per 8 in v60's run: removed.)
 // Cycles per instruction per ALU warp, alone and beside the MMAs, and what a scheduler issues of
 // them a cycle (kAlu warps each): with one warp a scheduler the chains' latency counts too; with
 // three, a cut in throughput shows as such.
+#if defined(FP4MOE_SM90A)
+// Two fp32 (bits) rounded into one bf16x2 (a in the low half): one F2FP.
+__device__ __forceinline__ uint32_t pack_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(__uint_as_float(b)), "f"(__uint_as_float(a)));
+  return d;
+}
+#endif
+
 template <int NU, int KIND, int MMA, int kAlu>
 __global__ void __launch_bounds__(128 * (kAlu + 1), 1) alu_probe(int iters, const uint32_t* init, long long* cycles,
                                                                  float* sink) {
@@ -386,7 +398,9 @@ __global__ void __launch_bounds__(128 * (kAlu + 1), 1) alu_probe(int iters, cons
           else if constexpr (KIND == 8) x[i] = x[i] * y[i] + z[(i + rep) % 8];
           else if constexpr (KIND == 9) x[i] = x[i] + y[i] + z[(i + rep) % 8];
           else if constexpr (KIND == 10) x[i] = __float_as_uint(__uint_as_float(x[i]) * __uint_as_float(y[(i + rep) % 8]));
-          else x[i] = rep % 2 ? x[i] * y[i] : x[i] ^ (0x5A5A5A5Au + rep);
+          else if constexpr (KIND == 11) x[i] = rep % 2 ? x[i] * y[i] : x[i] ^ (0x5A5A5A5Au + rep);
+          else if constexpr (KIND == 12) x[i] = pack_bf16x2(x[i], y[(i + rep) % 8]);
+          else x[i] = __float_as_uint(__uint2float_rn(x[i] ^ (0x5A5A5A5Au + rep)));
           ptx::reg_fence(x[i]);
         }
     }
@@ -421,7 +435,7 @@ double run_alu(int iters, const uint32_t* init, long long* cycles_d, float* sink
 
 template <int NU, int KIND, int kAlu>
 void run_alu_kind(int iters, const uint32_t* init, long long* c, float* s, int sms) {
-  static const char* names[] = {"LOP3 3 regs", "", "PRMT 3 regs", "HMUL2 2 regs", "LOP3 / SHF 1 reg", "PRMT 2 regs", "LOP3 / VIADD 1 reg", "FFMA 3 regs", "IMAD 3 regs", "IADD3 3 regs", "FMUL 2 regs", "LOP3 / IMAD"};
+  static const char* names[] = {"LOP3 3 regs", "", "PRMT 3 regs", "HMUL2 2 regs", "LOP3 / SHF 1 reg", "PRMT 2 regs", "LOP3 / VIADD 1 reg", "FFMA 3 regs", "IMAD 3 regs", "IADD3 3 regs", "FMUL 2 regs", "LOP3 / IMAD", "F2FP pack", "LOP3 + I2FP"};
   const double alone = run_alu<NU, KIND, 0, kAlu>(iters, init, c, s, sms);
   const double rs = run_alu<NU, KIND, 1, kAlu>(iters, init, c, s, sms);
   double ss = 0;
@@ -474,6 +488,8 @@ int main(int argc, char** argv) {
   run_alu_kind<8, 9, 3>(iters / 4, init, cycles, sink, sms);
   run_alu_kind<8, 10, 3>(iters / 4, init, cycles, sink, sms);
   run_alu_kind<8, 11, 3>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 12, 3>(iters / 4, init, cycles, sink, sms);
+  run_alu_kind<8, 13, 3>(iters / 4, init, cycles, sink, sms);
   run_alu_kind<8, 2, 1>(iters / 4, init, cycles, sink, sms);
   run_alu_kind<8, 3, 1>(iters / 4, init, cycles, sink, sms);
   run_alu_kind<8, 0, 3>(iters / 4, init, cycles, sink, sms);
