@@ -16,6 +16,8 @@
 #   clocks_start MS, clocks_stop   the SM clock, power and power-cap flag every MS ms into
 #                       $OUT/clocks.csv (nvidia-smi in the background), until clocks_stop
 #   mark TEXT           a timestamped line in $OUT/marks.txt, to place a process on that log
+#   ncu_points CLI "POINTS" SECONDS   every kernel of one forward at each MODEL@TOKENS[@QUANT]
+#                       under ncu (below), until SECONDS have passed since sourcing
 # and creates .carry/bin and $OUT/ab.
 start=$(date +%s)
 ok() { [ $(( $(date +%s) - start )) -lt "$1" ]; }
@@ -175,4 +177,35 @@ branch_checks() {
   suite_shards
   sanitizers "$rsws_sanitize_cases" 200
   check_points "$1" "deepseek-v3:w4a16:2048 kimi-k2:w4a4:1024 qwen3-235b:w4a16:8192 gpt-oss-120b:w4a16:512 gpt-oss-120b:w4a16:8192"
+}
+
+# ncu_points CLI "POINTS" SECONDS: at each MODEL@TOKENS[@QUANT] (QUANT default w4a16), every
+# kernel of one forward of CLI under ncu, serialized, --clock-control none: duration, DRAM
+# throughput, issue slots busy, ALU / FMA / uniform / tensor pipes, warps resident and SM clock,
+# as columns (scripts/ncu_breakdown.py) in $OUT/breakdown.txt; the CSVs in $OUT/ncu.tgz. Stops
+# before a point when SECONDS have passed since sourcing (each point takes up to 120 s). v55's
+# and v61's call 3 spelled this out.
+ncu_points() {
+  local cli=$1 points=$2 limit=$3 point m rest tok q f tensor metrics
+  ncu --query-metrics --chip gh100 2>/dev/null | awk '{print $1}' |
+    grep -E '^sm__(pipe_tensor_op_(gmma|hmma)_cycles_active|inst_executed_pipe_tensor_op_(gmma|hmma))$' > "$OUT/tensor-metrics.txt"
+  tensor=$(sed -n 's/^sm__pipe_tensor_op_\(.*\)_cycles_active$/sm__pipe_tensor_op_\1_cycles_active.avg.pct_of_peak_sustained_active/p' "$OUT/tensor-metrics.txt" | paste -sd,)
+  metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active
+  metrics=$metrics,smsp__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,smsp__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active
+  metrics=$metrics,smsp__inst_executed_pipe_uniform.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active
+  metrics=$metrics,sm__cycles_elapsed.avg.per_second${tensor:+,$tensor}
+  mkdir -p "$OUT/ncu"
+  for point in $points; do
+    ok $(( limit - 120 )) || break
+    m=${point%%@*} rest=${point#*@}
+    tok=${rest%%@*} q=w4a16
+    [ "$rest" != "$tok" ] && q=${rest#*@}
+    f=$OUT/ncu/$m-$q-$tok
+    timeout 120 ncu --clock-control none --metrics "$metrics" --launch-skip 0 --launch-count 30 --csv --print-units base \
+      "$cli" bench --model "$m" --quant "$q" --tokens "$tok" --iters 1 --copies 1 --warmup-ms 0 --no-check --no-ceilings \
+      --no-baseline > "$f.csv" 2> "$f.err"
+    echo "== $m $q T=$tok rc=$? t=$(( $(date +%s) - start ))" | tee -a "$OUT/breakdown.txt"
+    python3 scripts/ncu_breakdown.py "$f.csv" 2>&1 | grep -v '^    ' | tee -a "$OUT/breakdown.txt"
+  done
+  (cd "$OUT" && tar czf ncu.tgz ncu tensor-metrics.txt && rm -rf ncu)
 }

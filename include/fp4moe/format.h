@@ -95,6 +95,25 @@ FP4MOE_HD uint8_t e2m1_from_f32(float x) {
   return uint8_t((c < 7u ? c : 7u) | neg << 3);
 }
 
+// The value of e2m1_from_f32(x)'s code, e2m1_to_f32(e2m1_from_f32(x)) bit for bit, without the
+// code: for the kernels that requantize to NVFP4 values (bf16 e2m1 * e4m3) and need no codes.
+// The same rounding, kept in fp32: |x| clamped to 6 as bits (6 is the saturated value; NaN and
+// inf clamp there too), the fp32 addition of 1.5 * 2^23 * q rounds it to a multiple of the
+// quantum q at |x| with ties to even, and subtracting the constant again is exact. The
+// constant's bits are |x|'s exponent bits, at least 1.0's (the quantum 0.5 below 2), plus 22 in
+// the exponent field and the 1.5. The sign is x's, but a NaN's (see e2m1_from_f32): bit 31 of
+// 0x7F800000 - |x| (as bits) is set exactly when x is NaN. Half the instructions of code, then
+// value (v61).
+FP4MOE_HD float e2m1_round_f32(float x) {
+  const uint32_t u = f32_bits(x), mag = u & 0x7FFFFFFFu;
+  const uint32_t a = mag < 0x40C00000u ? mag : 0x40C00000u;  // |x| as bits, at most 6.0
+  const uint32_t e = a & 0x7F800000u;
+  const float magic = bits_f32((e > 0x3F800000u ? e : 0x3F800000u) + 0x0B400000u);  // 1.5 * 2^23 * q
+  const float r = (bits_f32(a) + magic) - magic;
+  const uint32_t nan = 0x7F800000u - mag;
+  return bits_f32(f32_bits(r) | (u & ~nan & 0x80000000u));
+}
+
 // ---------------------------------------------------------------------------
 // e4m3fn (FP8 block scale): bias 7, max finite 448, no inf, NaN = 0x7F / 0xFF,
 // subnormals m * 2^-9.

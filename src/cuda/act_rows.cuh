@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/gemm_internal.hpp"
 #include "fp4moe/format.h"
 
 namespace fp4moe::cuda::act {
@@ -71,6 +72,24 @@ __device__ __forceinline__ uint8_t quantize_block(const SrcRows& s, int64_t r, i
   for (int j = 0; j < 4; ++j)
     hi |= uint32_t(pack_e2m1(e2m1_from_f32(v[8 + 2 * j] * inv), e2m1_from_f32(v[9 + 2 * j] * inv))) << (8 * j);
   return sc;
+}
+
+// quantize_block's values instead of its codes: v[0..3] elements 0-7, v[4..7] elements 8-15 of
+// block b of row r as bf16 pairs (nvfp4_requant_values_bf16x8, the same bits as the codes
+// through nvfp4_value_bf16).
+__device__ __forceinline__ void quantize_block_values(const SrcRows& s, int64_t r, int64_t b, float gs,
+                                                      uint32_t (&lo)[4], uint32_t (&hi)[4]) {
+  float v[kNvfp4Block];
+  load_row<kNvfp4Block>(s, r, b * kNvfp4Block, v);
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kNvfp4Block; ++j) amax = amax_update(amax, v[j]);
+  const uint8_t sc = nvfp4_scale_code(amax, gs);
+  const float inv = nvfp4_inv_scale(sc, gs), sv = e4m3_to_f32(sc);
+  const float(&first)[8] = *reinterpret_cast<const float(*)[8]>(&v[0]);
+  const float(&second)[8] = *reinterpret_cast<const float(*)[8]>(&v[8]);
+  nvfp4_requant_values_bf16x8(first, inv, sv, lo);
+  nvfp4_requant_values_bf16x8(second, inv, sv, hi);
 }
 
 }  // namespace fp4moe::cuda::act

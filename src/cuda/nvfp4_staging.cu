@@ -63,19 +63,27 @@ __device__ __forceinline__ int64_t walk_begin(const Walk& wk, int32_t* first) {
   }
 }
 
-// The row of walk index q (< the count walk_begin returned).
+// The row of walk index q (< the count walk_begin returned), called by all 32 lanes of a warp
+// with the same q. The expert is the last e with first[e] <= q (first[] is nondecreasing; an
+// empty expert's first equals the next one's); the warp narrows its range 32-fold a step: each
+// lane tests one chunk's start and the lanes that hold are a prefix (2 steps at 128 experts,
+// where a binary search took 7 of ~13 instructions each, a quarter of the item's).
 template <bool LIVE>
 __device__ __forceinline__ int64_t walk_row(const Walk& wk, const int32_t* first, int64_t q) {
   if constexpr (!LIVE) {
     return q;
   } else {
-    int lo = 0, hi = wk.num_experts;  // first[lo] <= q < first[hi]
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (first[mid] <= q) lo = mid;
-      else hi = mid;
+    const int lane = threadIdx.x % 32;
+    int base = 0, span = wk.num_experts;  // the expert is in [base, base + span); first[base] <= q
+    while (span > 1) {
+      const int step = (span + 31) / 32;
+      const int off = lane * step;
+      const unsigned held = __ballot_sync(0xFFFFFFFFu, off < span && first[base + off] <= q);
+      const int k = __popc(held) - 1;
+      base += k * step;
+      span = min(step, span - k * step);
     }
-    return int64_t(wk.begin[lo]) + (q - first[lo]);
+    return int64_t(wk.begin[base]) + (q - first[base]);
   }
 }
 
@@ -128,16 +136,22 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* 
 // one 16-block: returns the block's scale code; codes = this half's 8 e2m1, two per byte, low
 // nibble first. epilogue_gemm1's arithmetic: amax = fmaxf over |h| of the block, any order
 // (fmaxf skips NaN; NaN only when all 16 are), then the SPEC §2 scale and codes via format.h.
-__device__ __forceinline__ uint8_t requantize_half(uint4 raw, float gs, uint32_t& codes) {
+// requantize_half's first part: the lane's 8 values x of raw and the block's scale code (the
+// shuffle with the partner lane inside).
+__device__ __forceinline__ uint8_t half_block_scale(uint4 raw, float gs, float (&x)[8]) {
   const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-  float x[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) x[j] = bf16_to_f32(uint16_t(w[j / 2] >> (16 * (j % 2))));
   float amax = fabsf(x[0]);
 #pragma unroll
   for (int j = 1; j < 8; ++j) amax = fmaxf(amax, fabsf(x[j]));
   amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-  const uint8_t sc = nvfp4_scale_code(amax, gs);
+  return nvfp4_scale_code(amax, gs);
+}
+
+__device__ __forceinline__ uint8_t requantize_half(uint4 raw, float gs, uint32_t& codes) {
+  float x[8];
+  const uint8_t sc = half_block_scale(raw, gs, x);
   const float inv = nvfp4_inv_scale(sc, gs);
   codes = 0;
 #pragma unroll
@@ -165,18 +179,19 @@ __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_kernel(const uint16_t*
 }
 
 // h [*, K] bf16, in place <- the values e2m1 * e4m3 of its requantization with q_scale gs
-// (bf16_to_nvfp4_kernel's codes and scales as nvfp4_value_bf16, without the q_scale). Each
-// lane reads and rewrites its own 16 bytes; its partner's amax arrives by shuffle before.
+// (bf16_to_nvfp4_kernel's codes and scales as nvfp4_value_bf16, without the q_scale; computed
+// without the codes, nvfp4_requant_values_bf16x8). Each lane reads and rewrites its own 16
+// bytes; its partner's amax arrives by shuffle before.
 __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_values_kernel(uint16_t* h, int64_t K, Walk wk, float gs) {
   for_each_run<true>(wk, K, [&](int64_t r, int64_t c) {
     const bool on = c < K / 8;
     uint4 raw = make_uint4(0u, 0u, 0u, 0u);
     if (on) raw = *reinterpret_cast<const uint4*>(h + r * K + c * 8);
-    uint32_t codes;
-    const float s = e4m3_to_f32(requantize_half(raw, gs, codes));
+    float x[8];
+    const uint8_t sc = half_block_scale(raw, gs, x);
     if (!on) return;
     uint32_t v[4];
-    nvfp4_values_bf16x8(codes, s, v);
+    nvfp4_requant_values_bf16x8(x, nvfp4_inv_scale(sc, gs), e4m3_to_f32(sc), v);
     *reinterpret_cast<uint4*>(h + r * K + c * 8) = make_uint4(v[0], v[1], v[2], v[3]);
   });
 }

@@ -66,14 +66,11 @@ __global__ void __launch_bounds__(kThreads) nvfp4_values_rows_kernel(SrcRows s, 
   int64_t r, b;
   ptx::grid_dependency_trigger();  // a dependent GEMM 1 waits for this grid's end (decode_pdl)
   if (!thread_block(s, r, b)) return;
-  uint32_t lo, hi;
-  const float sc = e4m3_to_f32(quantize_block(s, r, b, gs, lo, hi));
-  uint32_t v[4];
+  uint32_t lo[4], hi[4];
+  quantize_block_values(s, r, b, gs, lo, hi);
   uint4* o = reinterpret_cast<uint4*>(out + r * s.K + b * kNvfp4Block);
-  nvfp4_values_bf16x8(lo, sc, v);
-  o[0] = make_uint4(v[0], v[1], v[2], v[3]);
-  nvfp4_values_bf16x8(hi, sc, v);
-  o[1] = make_uint4(v[0], v[1], v[2], v[3]);
+  o[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+  o[1] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
 }
 
 // out (rows, K) bf16: one thread per 8 columns.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -571,6 +572,111 @@ TEST(CudaQuantize, LayerActivationsMatchHostOracle) {
           }
         }
         for (const DeviceBuffer* b : {&d, &s, &b16, &vals}) EXPECT_EQ(b->guard_damage(), "");
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Staging (nvfp4_staging.cu): GEMM 1's bf16 h requantized to NVFP4 on the experts' rows only
+// ---------------------------------------------------------------------------
+// The host's requantization of one 16-block of h, as epilogue_gemm1 does it: amax the largest
+// |h| over the non-NaN elements (NaN only when all 16 are), the scale code, then each code by
+// e2m1_from_f32 and each value by nvfp4_value_bf16 of that code (not e2m1_round_f32, which the
+// values kernel uses).
+bool bf16_is_nan(uint16_t v) { return (v & 0x7F80u) == 0x7F80u && (v & 0x7Fu) != 0; }
+
+uint8_t host_requant_block(const uint16_t* h, float gs, uint8_t (&codes)[16], uint16_t (&values)[16]) {
+  float amax = std::numeric_limits<float>::quiet_NaN();
+  for (int j = 0; j < 16; ++j) {
+    const float a = std::fabs(bf16_to_f32(h[j]));
+    if (!std::isnan(a)) amax = std::isnan(amax) ? a : std::max(amax, a);
+  }
+  const uint8_t sc = nvfp4_scale_code(amax, gs);
+  const float inv = nvfp4_inv_scale(sc, gs), s = e4m3_to_f32(sc);
+  for (int j = 0; j < 16; ++j) {
+    codes[j] = e2m1_from_f32(bf16_to_f32(h[j]) * inv);
+    values[j] = cuda::nvfp4_value_bf16(codes[j], s);
+  }
+  return sc;
+}
+
+// Both requantizing staging kernels against the host, bit for bit, over expert layouts that
+// take the row search's one, two and three narrowing steps (1, 33, 128, 300, 1100 experts,
+// empty ones among them), rows of no expert between the experts' (left as they were), a K
+// whose rows end inside a warp's run, and h with NaN (either sign), infinities, zeros of
+// either sign, subnormals, huge values, all-NaN and all-zero blocks.
+TEST(CudaStaging, RequantizesExpertRowsBitExact) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const uint16_t specials[] = {0x7FC0, 0xFFC0, 0x7F80, 0xFF80, 0x0000, 0x8000, 0x0001, 0x8005, 0x7F7F, 0xFF00};
+  for (int E : {1, 33, 128, 300, 1100}) {
+    for (int64_t K : {16, 784}) {
+      SCOPED_TRACE("E " + std::to_string(E) + " K " + std::to_string(K));
+      std::vector<int32_t> begin(static_cast<size_t>(E)), count(static_cast<size_t>(E));
+      int64_t row = 0;
+      for (int e = 0; e < E; ++e) {
+        row += int64_t(rng() % 3);  // rows of no expert between the experts'
+        begin[size_t(e)] = int32_t(row);
+        count[size_t(e)] = rng() % 4 == 0 ? 0 : int32_t(rng() % 5);
+        row += count[size_t(e)];
+      }
+      const int64_t space = row + 2, rows_bound = space;
+      std::vector<uint16_t> h(size_t(space * K));
+      for (size_t i = 0; i < h.size(); ++i) {
+        const uint64_t pick = rng() % 64;
+        h[i] = pick < 3 ? specials[rng() % 10] : bf16_from_f32(nd(rng) * std::ldexp(1.0f, int(rng() % 24) - 12));
+      }
+      for (int64_t b = 0; b < space * K / 16; b += 7) {  // whole blocks of NaN or of zeros
+        const uint16_t v = b % 2 ? uint16_t(0x7FC0) : uint16_t(0x8000);
+        if (b % 5 == 0) std::fill(&h[size_t(b * 16)], &h[size_t(b * 16 + 16)], v);
+      }
+      std::vector<char> live(size_t(space), 0);
+      for (int e = 0; e < E; ++e)
+        for (int32_t q = 0; q < count[size_t(e)]; ++q) live[size_t(begin[size_t(e)] + q)] = 1;
+      for (float gs : {1.0f / 0.0123f, 448.0f * 6.0f / 7.5f}) {
+        SCOPED_TRACE("gs " + std::to_string(gs));
+        DeviceBuffer d_begin(begin), d_count(count), d_h(h), d_fp4(size_t(space * K / 2)), d_sc(size_t(space * K / 16));
+        cuda::ExpertRows er;
+        er.begin = d_begin.as<int32_t>();
+        er.count = d_count.as<int32_t>();
+        er.rows_bound = rows_bound;
+        er.row_space = space;
+        cuda::stage_bf16_to_nvfp4(d_h.as<uint16_t>(), K, er, E, gs, d_fp4.as<uint8_t>(), d_sc.as<uint8_t>(), nullptr);
+        cuda::stage_bf16_to_nvfp4_values(d_h.as<uint16_t>(), K, er, E, gs, nullptr);
+        TEST_CUDA(cudaDeviceSynchronize());
+        const auto got_h = d_h.download<uint16_t>();
+        const auto got_d = d_fp4.download<uint8_t>();
+        const auto got_s = d_sc.download<uint8_t>();
+        int bad = 0;
+        for (int64_t r = 0; r < space && bad < 3; ++r) {
+          bool ok_v = true, ok_d = true, ok_s = true;
+          for (int64_t b = 0; b < K / 16; ++b) {
+            const size_t at = size_t(r * K + b * 16);
+            uint8_t codes[16];
+            uint16_t values[16];
+            const uint8_t sc = host_requant_block(&h[at], gs, codes, values);
+            for (int j = 0; j < 16; ++j) {
+              const uint16_t want = live[size_t(r)] ? values[j] : h[at + size_t(j)], got = got_h[at + size_t(j)];
+              // A block of 16 NaN has a NaN scale and NaN values: the device's fp32 NaN is the
+              // canonical one, the host's keeps an operand's payload (v61's first run)
+              ok_v = ok_v && (got == want || (live[size_t(r)] && sc == 0x7F && bf16_is_nan(got) && bf16_is_nan(want)));
+              const uint8_t got_code = unpack_e2m1(got_d[(at + size_t(j)) / 2], j % 2);
+              ok_d = ok_d && (live[size_t(r)] ? got_code == codes[j] : got_d[(at + size_t(j)) / 2] == 0xFF);
+            }
+            ok_s = ok_s && got_s[at / 16] == (live[size_t(r)] ? sc : uint8_t(0xFF));
+          }
+          if (!ok_v || !ok_d || !ok_s) {
+            ++bad;
+            ADD_FAILURE() << "row " << r << (live[size_t(r)] ? "" : " (no expert's: must stay as it was)")
+                          << (ok_v ? "" : " values differ") << (ok_d ? "" : " codes differ")
+                          << (ok_s ? "" : " scales differ");
+          }
+        }
+        for (const DeviceBuffer* b : {&d_h, &d_fp4, &d_sc}) EXPECT_EQ(b->guard_damage(), "");
       }
     }
   }
