@@ -53,16 +53,23 @@ __device__ __forceinline__ void load_row(const SrcRows& s, int64_t r, int64_t c,
   }
 }
 
+// Block b (16 values) of row r: its values v (load_row) and its scale code with q_scale gs
+// (SPEC §2: amax from 0 by amax_update, as the CPU quantizer).
+__device__ __forceinline__ uint8_t load_block(const SrcRows& s, int64_t r, int64_t b, float gs,
+                                              float (&v)[kNvfp4Block]) {
+  load_row<kNvfp4Block>(s, r, b * kNvfp4Block, v);
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kNvfp4Block; ++j) amax = amax_update(amax, v[j]);
+  return nvfp4_scale_code(amax, gs);
+}
+
 // Block b (16 values) of row r quantized with q_scale gs: returns its scale code; lo, hi are
 // its 8 data bytes (two e2m1 per byte, low nibble first; bytes 0-3 in lo, 4-7 in hi).
 __device__ __forceinline__ uint8_t quantize_block(const SrcRows& s, int64_t r, int64_t b, float gs, uint32_t& lo,
                                                   uint32_t& hi) {
   float v[kNvfp4Block];
-  load_row<kNvfp4Block>(s, r, b * kNvfp4Block, v);
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kNvfp4Block; ++j) amax = amax_update(amax, v[j]);
-  const uint8_t sc = nvfp4_scale_code(amax, gs);
+  const uint8_t sc = load_block(s, r, b, gs, v);
   const float inv = nvfp4_inv_scale(sc, gs);
   lo = hi = 0;
 #pragma unroll
@@ -74,22 +81,16 @@ __device__ __forceinline__ uint8_t quantize_block(const SrcRows& s, int64_t r, i
   return sc;
 }
 
-// quantize_block's values instead of its codes: v[0..3] elements 0-7, v[4..7] elements 8-15 of
-// block b of row r as bf16 pairs (nvfp4_requant_values_bf16x8, the same bits as the codes
-// through nvfp4_value_bf16).
+// quantize_block's values instead of its codes: lo elements 0-7, hi elements 8-15 of block b
+// of row r as bf16 pairs (nvfp4_requant_values_bf16x8: the bits of the codes' values through
+// nvfp4_value_bf16).
 __device__ __forceinline__ void quantize_block_values(const SrcRows& s, int64_t r, int64_t b, float gs,
                                                       uint32_t (&lo)[4], uint32_t (&hi)[4]) {
   float v[kNvfp4Block];
-  load_row<kNvfp4Block>(s, r, b * kNvfp4Block, v);
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kNvfp4Block; ++j) amax = amax_update(amax, v[j]);
-  const uint8_t sc = nvfp4_scale_code(amax, gs);
+  const uint8_t sc = load_block(s, r, b, gs, v);
   const float inv = nvfp4_inv_scale(sc, gs), sv = e4m3_to_f32(sc);
-  const float(&first)[8] = *reinterpret_cast<const float(*)[8]>(&v[0]);
-  const float(&second)[8] = *reinterpret_cast<const float(*)[8]>(&v[8]);
-  nvfp4_requant_values_bf16x8(first, inv, sv, lo);
-  nvfp4_requant_values_bf16x8(second, inv, sv, hi);
+  nvfp4_requant_values_bf16x8(v, inv, sv, lo);
+  nvfp4_requant_values_bf16x8(v + 8, inv, sv, hi);
 }
 
 }  // namespace fp4moe::cuda::act

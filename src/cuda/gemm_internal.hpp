@@ -851,11 +851,11 @@ FP4MOE_HD void nvfp4_values_bf16x8(uint32_t codes, float s, uint32_t (&v)[4]) {
   }
 }
 
-// Eight values x (two 16-blocks' halves or one half) requantized with the block's inverse scale
+// Eight values x[0..7] (half a 16-block) requantized with the block's inverse scale
 // inv and scale value s, as bf16 pairs: v[j] holds the NVFP4 values of x[2j] (low half) and
 // x[2j + 1], nvfp4_value_bf16(e2m1_from_f32(x * inv), s) bit for bit, computed without the codes
 // (e2m1_round_f32).
-FP4MOE_HD void nvfp4_requant_values_bf16x8(const float (&x)[8], float inv, float s, uint32_t (&v)[4]) {
+FP4MOE_HD void nvfp4_requant_values_bf16x8(const float* x, float inv, float s, uint32_t (&v)[4]) {
   for (int j = 0; j < 4; ++j)
     v[j] = f32_bits(e2m1_round_f32(x[2 * j] * inv) * s) >> 16 |
            (f32_bits(e2m1_round_f32(x[2 * j + 1] * inv) * s) & 0xFFFF0000u);
