@@ -131,13 +131,10 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* 
   });
 }
 
-// The requantization of one lane's 8 bf16 of h (raw; zeros on a lane past the row, which must
-// still call this: its partner's shuffle needs it) with q_scale gs, lanes 2m and 2m + 1 holding
-// one 16-block: returns the block's scale code; codes = this half's 8 e2m1, two per byte, low
-// nibble first. epilogue_gemm1's arithmetic: amax = fmaxf over |h| of the block, any order
-// (fmaxf skips NaN; NaN only when all 16 are), then the SPEC §2 scale and codes via format.h.
-// requantize_half's first part: the lane's 8 values x of raw and the block's scale code (the
-// shuffle with the partner lane inside).
+// One lane's 8 bf16 of h (raw; zeros on a lane past the row, which must still call this: its
+// partner's shuffle needs it) as values x, lanes 2m and 2m + 1 holding one 16-block: returns
+// the block's scale code with q_scale gs. epilogue_gemm1's arithmetic: amax = fmaxf over |h| of
+// the block, any order (fmaxf skips NaN; NaN only when all 16 are), then the SPEC §2 scale.
 __device__ __forceinline__ uint8_t half_block_scale(uint4 raw, float gs, float (&x)[8]) {
   const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
@@ -149,6 +146,8 @@ __device__ __forceinline__ uint8_t half_block_scale(uint4 raw, float gs, float (
   return nvfp4_scale_code(amax, gs);
 }
 
+// The requantization of one lane's half block (half_block_scale's): returns the block's scale
+// code; codes = this half's 8 e2m1 via format.h, two per byte, low nibble first.
 __device__ __forceinline__ uint8_t requantize_half(uint4 raw, float gs, uint32_t& codes) {
   float x[8];
   const uint8_t sc = half_block_scale(raw, gs, x);
