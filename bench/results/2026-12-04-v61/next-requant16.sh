@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in v61 for the next session: branch requant16 (90a99ba: the staging values kernel at
+# Prepared in v61 for the next session: branch requant16 (667aa01: the staging values kernel at
 # a whole 16-block a lane) against main, and v61's fixed staging test on main. Two calls, each
 # within 30 s of the last. Build here first (a fresh checkout has no .carry):
 #   for b in main requant16; do git worktree add -f /tmp/wt-$b $b; \
