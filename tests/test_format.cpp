@@ -237,7 +237,8 @@ TEST(FormatE2m1, RoundIsTheValueOfTheCode) {
     for (uint32_t lo : {0x00u, 0x01u, 0x7Fu, 0x80u, 0xFFu}) {
       const float x = bits_f32(hi << 8 | lo);
       const uint32_t got = f32_bits(e2m1_round_f32(x)), want = f32_bits(e2m1_to_f32(e2m1_from_f32(x)));
-      if (got != want && ++bad <= 5) ADD_FAILURE() << std::hex << "x bits 0x" << (hi << 8 | lo) << ": 0x" << got << " against 0x" << want;
+      if (got != want && ++bad <= 5)
+        ADD_FAILURE() << std::hex << "x bits 0x" << (hi << 8 | lo) << ": 0x" << got << " against 0x" << want;
     }
   }
   EXPECT_EQ(bad, 0);

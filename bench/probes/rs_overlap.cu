@@ -31,14 +31,14 @@
 // of it (78-94%) at two and four; three A sets and the pipelined order change it by <= 3%.
 // Warps that only decode run 1.45-2.05x slower beside another warpgroup's wgmma (RS or SS alike):
 // ~0.55 decode cycles lost per MMA cycle. LOP3 / PRMT 2.3x and HMUL2 3.7x slower beside them.
-// v61 (`bench/results/2026-12-04-v61/call3`, `call4`; notes v61 §2): it is the pipes, not the
+// v61 (`bench/results/2026-12-04-v61/call3` to `call5`; notes v61 §2): it is the pipes, not the
 // register reads or the issue slots. With three warps a scheduler (enough to cover latency
 // alone), beside 64-token wgmma (RS or SS) a scheduler issues 0.27-0.29 a cycle of LOP3, SHF,
 // PRMT, IADD3 (ALU pipe) and of IMAD, HMUL2 (the FMA pipe's integer and bf16x2 instructions),
-// against 0.49 (0.79 HMUL2) alone; one register source or three makes no difference. fp32 FFMA and FMUL keep
-// 0.60 / 0.84 of 0.64 / 0.91 (94 / 92%); LOP3 in turn with VIADD keeps 0.67 of 0.86. F2FP
-// (fp32 pair -> bf16x2) loses as the ALU kinds (0.28); I2FP is quarter rate. The decode is all
-// in the first group.
+// against 0.49 (0.79 HMUL2) alone; one register source or three makes no difference. fp32
+// FFMA and FMUL keep 0.60 / 0.84 of 0.64 / 0.91 (94 / 92%); LOP3 in turn with VIADD keeps 0.67
+// of 0.86. F2FP (fp32 pair -> bf16x2) loses as the ALU kinds (0.28); I2FP is quarter rate. The
+// decode is all in the first group.
 //
 // Build: nvcc -O3 -std=c++17 -arch=sm_90a -I src -I include -o rs_overlap bench/probes/rs_overlap.cu
 // Run:   ./rs_overlap [iters] [alu]   (alu: the alu_probe rows alone)
@@ -390,14 +390,18 @@ __global__ void __launch_bounds__(128 * (kAlu + 1), 1) alu_probe(int iters, cons
           if constexpr (KIND == 0) x[i] = and_or(x[i], y[i], z[(i + rep) % 8]);
           else if constexpr (KIND == 2) x[i] = byte_perm(y[i], z[(i + rep) % 8], x[i]);
           else if constexpr (KIND == 3) x[i] = ptx::mul_bf16x2(x[i], y[(i + rep) % 8]);
-          else if constexpr (KIND == 4) x[i] = rep % 2 ? __funnelshift_l(x[i], x[i], 3 + rep) : x[i] ^ (0x5A5A5A5Au + rep);
+          else if constexpr (KIND == 4)
+            x[i] = rep % 2 ? __funnelshift_l(x[i], x[i], 3 + rep) : x[i] ^ (0x5A5A5A5Au + rep);
           else if constexpr (KIND == 5) x[i] = byte_perm(x[i], y[(i + rep) % 8], 0x5140u + rep);
-          else if constexpr (KIND == 6) x[i] = rep % 2 ? x[i] + (0x9E3779B9u + rep) : x[i] ^ (0x5A5A5A5Au + rep);
+          else if constexpr (KIND == 6)
+            x[i] = rep % 2 ? x[i] + (0x9E3779B9u + rep) : x[i] ^ (0x5A5A5A5Au + rep);
           else if constexpr (KIND == 7)
-            x[i] = __float_as_uint(fmaf(__uint_as_float(x[i]), __uint_as_float(y[i]), __uint_as_float(z[(i + rep) % 8])));
+            x[i] = __float_as_uint(
+                fmaf(__uint_as_float(x[i]), __uint_as_float(y[i]), __uint_as_float(z[(i + rep) % 8])));
           else if constexpr (KIND == 8) x[i] = x[i] * y[i] + z[(i + rep) % 8];
           else if constexpr (KIND == 9) x[i] = x[i] + y[i] + z[(i + rep) % 8];
-          else if constexpr (KIND == 10) x[i] = __float_as_uint(__uint_as_float(x[i]) * __uint_as_float(y[(i + rep) % 8]));
+          else if constexpr (KIND == 10)
+            x[i] = __float_as_uint(__uint_as_float(x[i]) * __uint_as_float(y[(i + rep) % 8]));
           else if constexpr (KIND == 11) x[i] = rep % 2 ? x[i] * y[i] : x[i] ^ (0x5A5A5A5Au + rep);
           else if constexpr (KIND == 12) x[i] = pack_bf16x2(x[i], y[(i + rep) % 8]);
           else x[i] = __float_as_uint(__uint2float_rn(x[i] ^ (0x5A5A5A5Au + rep)));
@@ -435,7 +439,9 @@ double run_alu(int iters, const uint32_t* init, long long* cycles_d, float* sink
 
 template <int NU, int KIND, int kAlu>
 void run_alu_kind(int iters, const uint32_t* init, long long* c, float* s, int sms) {
-  static const char* names[] = {"LOP3 3 regs", "", "PRMT 3 regs", "HMUL2 2 regs", "LOP3 / SHF 1 reg", "PRMT 2 regs", "LOP3 / VIADD 1 reg", "FFMA 3 regs", "IMAD 3 regs", "IADD3 3 regs", "FMUL 2 regs", "LOP3 / IMAD", "F2FP pack", "LOP3 + I2FP"};
+  static const char* names[] = {"LOP3 3 regs",  "",           "PRMT 3 regs", "HMUL2 2 regs", "LOP3 / SHF 1 reg",
+                                "PRMT 2 regs",  "LOP3 / VIADD 1 reg",       "FFMA 3 regs",  "IMAD 3 regs",
+                                "IADD3 3 regs", "FMUL 2 regs", "LOP3 / IMAD", "F2FP pack",    "LOP3 + I2FP"};
   const double alone = run_alu<NU, KIND, 0, kAlu>(iters, init, c, s, sms);
   const double rs = run_alu<NU, KIND, 1, kAlu>(iters, init, c, s, sms);
   double ss = 0;
