@@ -4,9 +4,9 @@
 //   stage_bf16_to_nvfp4  GEMM 1's bf16 h -> NVFP4 with q_scale h_gs, the arithmetic of the fast
 //                        path's GEMM-1 epilogue (gemm_sm80_core.cuh epilogue_gemm1)
 //   stage_bf16_to_nvfp4_values  the same requantization, its values written back over h
-// Plain CUDA (any architecture); memory-bound: one warp per (row, run of 256 elements), each
-// lane 8 consecutive elements (4 bytes of codes, 16 bytes of bf16), so every access of a warp
-// is one contiguous run, and a decode step's few rows still spread over many warps (one warp
+// Plain CUDA (any architecture); meant to be memory-bound: one warp per (row, run of 256
+// elements), each lane 8 consecutive elements (4 bytes of codes, 16 bytes of bf16; the values
+// kernel 16, a run of 512), so every access of a warp is one contiguous run, and a decode step's few rows still spread over many warps (one warp
 // per whole row took 24 us for kimi-k2's single A row at T = 1 on the H200).
 //
 // Why not quantize.cu's nvfp4_rows_kernel for the requantization: its block amax starts from
@@ -87,21 +87,24 @@ __device__ __forceinline__ int64_t walk_row(const Walk& wk, const int32_t* first
   }
 }
 
-// Warp runs per row of K elements.
-__host__ __device__ __forceinline__ int64_t runs_per_row(int64_t K) { return (K / 8 + kRunSteps - 1) / kRunSteps; }
+// Warp runs per row of K elements, kStep elements a lane step.
+template <int kStep>
+__host__ __device__ __forceinline__ int64_t runs_per_row(int64_t K) {
+  return (K / kStep + kRunSteps - 1) / kRunSteps;
+}
 
-// Every thread of the launch: the walk's rows cut into runs of kRunSteps 8-element steps, one
-// warp per (row, run), grid-stride; body(r, c) for row r and the lane's step c (c may be past
-// K / 8 in a row's last run: the body decides).
+// Every thread of the launch: the walk's rows cut into runs of kRunSteps kStep-element steps,
+// one warp per (row, run), grid-stride; body(r, c) for row r and the lane's step c (c may be
+// past K / kStep in a row's last run: the body decides).
 // The warp's (row, run) position advances by the grid's warps each step, as a row and a run
 // step: two divisions per warp, not per item (per item they were ~40 of the requantizing
 // loop's ~425 instructions, sm_90a).
-template <bool LIVE, class Body>
+template <bool LIVE, int kStep, class Body>
 __device__ __forceinline__ void for_each_run(const Walk& wk, int64_t K, Body body) {
   extern __shared__ int32_t first[];
   const int64_t n = walk_begin<LIVE>(wk, first);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t runs = runs_per_row(K);
+  const int64_t runs = runs_per_row<kStep>(K);
   const int64_t start = int64_t(blockIdx.x) * kWarps + warp, stride = int64_t(gridDim.x) * kWarps;
   const int64_t row_step = stride / runs, run_step = stride % runs;
   int64_t q = start / runs, run = start % runs;
@@ -121,7 +124,7 @@ template <bool LIVE>
 __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* __restrict__ fp4,
                                                                  const uint8_t* __restrict__ scale, int64_t K,
                                                                  Walk wk, uint16_t* __restrict__ out) {
-  for_each_run<LIVE>(wk, K, [&](int64_t r, int64_t c) {
+  for_each_run<LIVE, 8>(wk, K, [&](int64_t r, int64_t c) {
     if (c >= K / 8) return;
     const uint32_t codes = *reinterpret_cast<const uint32_t*>(fp4 + r * (K / 2) + c * 4);  // 8 e2m1, low nibble first
     const float s = e4m3_to_f32(scale[r * (K / 16) + c / 2]);
@@ -165,7 +168,7 @@ __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_kernel(const uint16_t*
                                                                  float gs, uint8_t* __restrict__ fp4,
                                                                  uint8_t* __restrict__ scale) {
   const int lane = threadIdx.x % 32;
-  for_each_run<true>(wk, K, [&](int64_t r, int64_t c) {
+  for_each_run<true, 8>(wk, K, [&](int64_t r, int64_t c) {
     const bool on = c < K / 8;  // every lane runs to the shuffle in requantize_half
     uint4 raw = make_uint4(0u, 0u, 0u, 0u);
     if (on) raw = *reinterpret_cast<const uint4*>(h + r * K + c * 8);
@@ -179,25 +182,36 @@ __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_kernel(const uint16_t*
 
 // h [*, K] bf16, in place <- the values e2m1 * e4m3 of its requantization with q_scale gs
 // (bf16_to_nvfp4_kernel's codes and scales as nvfp4_value_bf16, without the q_scale; computed
-// without the codes, nvfp4_requant_values_bf16x8). Each lane reads and rewrites its own 16
-// bytes; its partner's amax arrives by shuffle before.
+// without the codes, nvfp4_requant_values_bf16x8). A lane takes a whole 16-block (32 bytes
+// read and rewritten), so no shuffle, and the scale's arithmetic is paid once per 16 values:
+// half_block_scale's amax over all 16.
 __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_values_kernel(uint16_t* h, int64_t K, Walk wk, float gs) {
-  for_each_run<true>(wk, K, [&](int64_t r, int64_t c) {
-    const bool on = c < K / 8;
-    uint4 raw = make_uint4(0u, 0u, 0u, 0u);
-    if (on) raw = *reinterpret_cast<const uint4*>(h + r * K + c * 8);
-    float x[8];
-    const uint8_t sc = half_block_scale(raw, gs, x);
-    if (!on) return;
+  for_each_run<true, 16>(wk, K, [&](int64_t r, int64_t c) {
+    if (c >= K / 16) return;
+    uint4* p = reinterpret_cast<uint4*>(h + r * K + c * 16);
+    const uint4 lo = p[0], hi = p[1];
+    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    float x[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) x[j] = bf16_to_f32(uint16_t(w[j / 2] >> (16 * (j % 2))));
+    float amax = fabsf(x[0]);
+#pragma unroll
+    for (int j = 1; j < 16; ++j) amax = fmaxf(amax, fabsf(x[j]));
+    const uint8_t sc = nvfp4_scale_code(amax, gs);
+    const float inv = nvfp4_inv_scale(sc, gs), sv = e4m3_to_f32(sc);
     uint32_t v[4];
-    nvfp4_requant_values_bf16x8(x, nvfp4_inv_scale(sc, gs), e4m3_to_f32(sc), v);
-    *reinterpret_cast<uint4*>(h + r * K + c * 8) = make_uint4(v[0], v[1], v[2], v[3]);
+    nvfp4_requant_values_bf16x8(x, inv, sv, v);
+    p[0] = make_uint4(v[0], v[1], v[2], v[3]);
+    nvfp4_requant_values_bf16x8(x + 8, inv, sv, v);
+    p[1] = make_uint4(v[0], v[1], v[2], v[3]);
   });
 }
 
-// CTAs for `rows` rows (an upper bound) of K elements, and the shared memory of the expert scan.
+// CTAs for `rows` rows (an upper bound) of K elements at kStep elements a lane step, and the
+// shared memory of the expert scan.
+template <int kStep = 8>
 dim3 grid_for(int64_t rows, int64_t K) {
-  const int64_t items = rows * runs_per_row(K);
+  const int64_t items = rows * runs_per_row<kStep>(K);
   return dim3(unsigned(std::min<int64_t>((items + kWarps - 1) / kWarps, kMaxCtas)));
 }
 size_t scan_smem(int64_t num_experts) { return size_t(num_experts + 1) * sizeof(int32_t); }
@@ -230,8 +244,8 @@ void stage_bf16_to_nvfp4_values(uint16_t* h, int64_t K, const ExpertRows& rows, 
                                 cudaStream_t stream) {
   if (rows.rows_bound <= 0) return;
   const Walk wk{rows.begin, rows.count, int(num_experts), 0};
-  bf16_to_nvfp4_values_kernel<<<grid_for(rows.rows_bound, K), kThreads, scan_smem(num_experts), stream>>>(h, K, wk,
-                                                                                                       gs);
+  bf16_to_nvfp4_values_kernel<<<grid_for<16>(rows.rows_bound, K), kThreads, scan_smem(num_experts), stream>>>(
+      h, K, wk, gs);
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 
