@@ -42,8 +42,8 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-__global__ void __launch_bounds__(kThreads) read_cpasync(const uint8_t* __restrict__ src, int64_t chunks, int64_t spread, int iters,
-                                                         uint32_t* out) {
+__global__ void __launch_bounds__(kThreads) read_cpasync(const uint8_t* __restrict__ src, int64_t chunks,
+                                                         int64_t spread, int iters, uint32_t* out) {
   extern __shared__ __align__(128) uint8_t ring[];
   uint32_t sum = 0;
   auto issue = [&](int i) {
@@ -52,7 +52,8 @@ __global__ void __launch_bounds__(kThreads) read_cpasync(const uint8_t* __restri
 #pragma unroll
     for (int j = 0; j < kChunk / 16 / kThreads; ++j) {
       const int off = (j * kThreads + threadIdx.x) * 16;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst + off)), "l"(src + c * kChunk + off));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst + off)),
+                   "l"(src + c * kChunk + off));
     }
     asm volatile("cp.async.commit_group;\n" ::);
   };
@@ -68,8 +69,8 @@ __global__ void __launch_bounds__(kThreads) read_cpasync(const uint8_t* __restri
   if (sum == 0x9E3779B9u) out[0] = sum;  // keeps the reads
 }
 
-__global__ void __launch_bounds__(kThreads) read_ldg(const uint8_t* __restrict__ src, int64_t chunks, int64_t spread, int iters,
-                                                     uint32_t* out) {
+__global__ void __launch_bounds__(kThreads) read_ldg(const uint8_t* __restrict__ src, int64_t chunks,
+                                                     int64_t spread, int iters, uint32_t* out) {
   uint32_t sum = 0;
   for (int i = 0; i < iters; ++i) {
     const int64_t c = (int64_t(blockIdx.x) * spread + i) % chunks;
@@ -83,8 +84,8 @@ __global__ void __launch_bounds__(kThreads) read_ldg(const uint8_t* __restrict__
   if (sum == 0x9E3779B9u) out[0] = sum;
 }
 
-__global__ void __launch_bounds__(kThreads) read_bulk(const uint8_t* __restrict__ src, int64_t chunks, int64_t spread, int iters,
-                                                      uint32_t* out) {
+__global__ void __launch_bounds__(kThreads) read_bulk(const uint8_t* __restrict__ src, int64_t chunks,
+                                                      int64_t spread, int iters, uint32_t* out) {
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ __align__(8) uint64_t full[kStages];
   if (threadIdx.x == 0) {
@@ -178,7 +179,8 @@ int main() {
         }
         std::sort(ms.begin(), ms.end());
         const double bytes = double(grid) * iters * kChunk;
-        std::printf("%-8s %8.0fMB %6d %6d %8.2f\n", names[mode], region / 1048576.0, cf.spread, per_sm, bytes / (ms[2] * 1e-3) / 1e12);
+        std::printf("%-8s %8.0fMB %6d %6d %8.2f\n", names[mode], region / 1048576.0, cf.spread, per_sm,
+                    bytes / (ms[2] * 1e-3) / 1e12);
       }
   }
   CK(cudaDeviceSynchronize());
