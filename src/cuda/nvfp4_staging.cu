@@ -135,19 +135,30 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* 
   });
 }
 
-// One lane's 8 bf16 of h (raw; zeros on a lane past the row, which must still call this: its
-// partner's shuffle needs it) as values x, lanes 2m and 2m + 1 holding one 16-block: returns
-// the block's scale code with q_scale gs. epilogue_gemm1's arithmetic: amax = fmaxf over |h| of
-// the block, any order (fmaxf skips NaN; NaN only when all 16 are), then the SPEC §2 scale.
-__device__ __forceinline__ uint8_t half_block_scale(uint4 raw, float gs, float (&x)[8]) {
+// The 8 bf16 of raw (16 bytes of h, element j in half j % 2 of word j / 2) as fp32 x[0..8).
+__device__ __forceinline__ void bf16x8_to_f32(uint4 raw, float* x) {
   const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int j = 0; j < 8; ++j) x[j] = bf16_to_f32(uint16_t(w[j / 2] >> (16 * (j % 2))));
+}
+
+// epilogue_gemm1's block amax over x[0..N): fmaxf over |x|, any order (fmaxf skips NaN; NaN
+// only when all are).
+template <int N>
+__device__ __forceinline__ float abs_max(const float* x) {
   float amax = fabsf(x[0]);
 #pragma unroll
-  for (int j = 1; j < 8; ++j) amax = fmaxf(amax, fabsf(x[j]));
-  amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-  return nvfp4_scale_code(amax, gs);
+  for (int j = 1; j < N; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  return amax;
+}
+
+// One lane's 8 bf16 of h (raw; zeros on a lane past the row, which must still call this: its
+// partner's shuffle needs it) as values x, lanes 2m and 2m + 1 holding one 16-block: returns
+// the block's scale code with q_scale gs (abs_max over the 16, then the SPEC §2 scale).
+__device__ __forceinline__ uint8_t half_block_scale(uint4 raw, float gs, float (&x)[8]) {
+  bf16x8_to_f32(raw, x);
+  const float amax = abs_max<8>(x);
+  return nvfp4_scale_code(fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1)), gs);
 }
 
 // The requantization of one lane's half block (half_block_scale's): returns the block's scale
@@ -185,21 +196,17 @@ __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_kernel(const uint16_t*
 // (bf16_to_nvfp4_kernel's codes and scales as nvfp4_value_bf16, without the q_scale; computed
 // without the codes, nvfp4_requant_values_bf16x8). A lane takes a whole 16-block (32 bytes
 // read and rewritten), so no shuffle, and the scale's arithmetic is paid once per 16 values:
-// half_block_scale's amax over all 16. On the H200 (notes v62, ncu) 41-56% faster than a lane
+// abs_max over all 16. On the H200 (notes v62, ncu) 41-56% faster than a lane
 // per 8 values (qwen3-30b W4A4 T = 8192 130 -> 76 us, kimi-k2 T = 16384 701 -> 305 us).
 __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_values_kernel(uint16_t* h, int64_t K, Walk wk, float gs) {
   for_each_run<true, 16>(wk, K, [&](int64_t r, int64_t c) {
     if (c >= K / 16) return;
     uint4* p = reinterpret_cast<uint4*>(h + r * K + c * 16);
     const uint4 lo = p[0], hi = p[1];
-    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     float x[16];
-#pragma unroll
-    for (int j = 0; j < 16; ++j) x[j] = bf16_to_f32(uint16_t(w[j / 2] >> (16 * (j % 2))));
-    float amax = fabsf(x[0]);
-#pragma unroll
-    for (int j = 1; j < 16; ++j) amax = fmaxf(amax, fabsf(x[j]));
-    const uint8_t sc = nvfp4_scale_code(amax, gs);
+    bf16x8_to_f32(lo, x);
+    bf16x8_to_f32(hi, x + 8);
+    const uint8_t sc = nvfp4_scale_code(abs_max<16>(x), gs);
     const float inv = nvfp4_inv_scale(sc, gs), sv = e4m3_to_f32(sc);
     uint32_t v[4];
     nvfp4_requant_values_bf16x8(x, inv, sv, v);
