@@ -23,6 +23,12 @@ start=$(date +%s)
 ok() { [ $(( $(date +%s) - start )) -lt "$1" ]; }
 unxz() { python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$1" "$2" && chmod +x "$2"; }
 env_variant() {
+  # A variant named as its own binary (fp4moe_bs for "bs") would replace the binary by a script
+  # that execs itself forever: every process of it runs into its timeout with no output (v63).
+  if [ "$(realpath -m ".carry/bin/fp4moe_$1")" = "$(realpath -m "$2")" ]; then
+    echo "env_variant: variant '$1' would overwrite its binary $2; name the variant or the binary otherwise" >&2
+    return 1
+  fi
   printf '#!/bin/sh\n%s exec %s "$@"\n' "$3" "$PWD/$2" > ".carry/bin/fp4moe_$1" && chmod +x ".carry/bin/fp4moe_$1"
 }
 clocks_start() {
@@ -47,6 +53,8 @@ ab_point() {
   [ -n "${AB_WARM_MS-2000}" ] && warm=(--warmup-ms "${AB_WARM_MS-2000}")
   timeout 60 ".carry/bin/fp4moe_$1" bench --model "$3" --quant "$4" --tokens "$5" --iters 40 $chk --no-baseline \
     --no-ceilings "${warm[@]}" > "$OUT/ab/$3_$4@${5//,/+}-$1-r$2.txt" 2>&1
+  local rc=$?
+  [ $rc = 0 ] || echo "ab_point: $1 $3 $4 $5 round $2 exited $rc$([ $rc = 124 ] && echo ' (timed out)')" >&2
 }
 
 # ab_rounds ROUND_S POINT_S "VARIANTS" "SPECS" ["FIRST_SPECS"]: rounds of alternated A/B processes,
