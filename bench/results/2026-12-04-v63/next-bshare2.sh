@@ -9,12 +9,17 @@
 #     -DCMAKE_BUILD_TYPE=Release -DFP4MOE_CUDA_ARCHS=90a && ninja -C /tmp/wt-bshare/build fp4moe fp4moe_tests
 #   mkdir -p .carry/bs2 && w=/tmp/wt-bshare/build && strip -o /tmp/t $w/fp4moe_tests && \
 #     xz -T2 -6 -c /tmp/t > .carry/bs2/tests.xz && strip -o /tmp/c $w/fp4moe && xz -T2 -6 -c /tmp/c > .carry/bs2/cli.xz
-#   (bshare's CLI likewise into .carry/bs/cli.xz, from branch bshare, for the three-way A/B.)
+#   and the probe's CLI: branch bshare2-solo (1ac0580) built likewise, its fp4moe -> .carry/bso/cli.xz.
 # Call 1, carry [".carry/bs2"]: PART=tests — the shared-B tests, memcheck / racecheck over them
 #   (the pfree handshake, remote arrivals and pushes), then the whole binary (EP apart). ~500 s.
-# Call 2, carry [".carry/bs2/cli.xz", ".carry/bs/cli.xz"]: PART=ab — main (BSHARE=0) against
-#   bshare2 and bshare at four 128-token-tile points, --check in round 1, then ncu of main and
-#   bshare2 at kimi-k2 T = 16384 (L2 and L2-to-SM bytes, tensor pipe). ~420 s.
+# Call 2, carry [".carry/bs2/cli.xz", ".carry/bso/cli.xz"]: PART=ab — main (BSHARE=0) against
+#   bshare2 (BSHARE=1) and the probe solo (bshare2-solo's CLI, BSHARE=2: the shared launch with
+#   no pushes and no handshake, each CTA's other half of B zero: what halving the B loads gives
+#   with no coupling, an upper bound of B sharing at these tiles; its --check in round 1 FAILs
+#   by design) at four 128-token-tile points, then ncu of main, bshare2 and solo at kimi-k2
+#   T = 16384 (L2 and L2-to-SM bytes, tensor pipe). ~450 s.
+# Reading it: solo no faster than main closes B sharing at 128-token tiles (and the 256-token
+#   tile with it); solo faster but bshare2 not puts the cost in the pair's coupling.
 # The binaries are unpacked under names no variant takes: env_variant NAME writes
 # .carry/bin/fp4moe_NAME, and v63's call 2 lost its A/B to a variant named as its binary.
 set -u
@@ -30,22 +35,21 @@ else
   unxz .carry/bs2/cli.xz .carry/bin/fp4moe_bin_bs2
   env_variant main .carry/bin/fp4moe_bin_bs2 "FP4MOE_SM90_BSHARE=0"
   env_variant bs2 .carry/bin/fp4moe_bin_bs2 "FP4MOE_SM90_BSHARE=1"
-  variants="main bs2"
-  if [ -f .carry/bs/cli.xz ]; then
-    unxz .carry/bs/cli.xz .carry/bin/fp4moe_bin_bs
-    env_variant bs .carry/bin/fp4moe_bin_bs "FP4MOE_SM90_BSHARE=1"
-    variants="main bs2 bs"
-  fi
-  ab_rounds_by_point 250 330 "$variants" \
+  unxz .carry/bso/cli.xz .carry/bin/fp4moe_bin_bso
+  env_variant solo .carry/bin/fp4moe_bin_bso "FP4MOE_SM90_BSHARE=2"
+  variants="main bs2 solo"
+  ab_rounds_by_point 230 330 "$variants" \
     "kimi-k2:w4a16:16384 qwen3-235b:w4a16:16384 qwen3-30b:w4a16:8192 deepseek-v3:w4a4:8192"
   echo "rounds $ab_round t=$(( $(date +%s) - start ))"
   ab_report main
   mkdir -p "$OUT/ncu"
-  for v in 0 1; do
-    ok 520 || break
-    FP4MOE_SM90_BSHARE=$v timeout 100 ncu --clock-control none -k regex:sm90_rsws --launch-count 4 \
+  for v in 0 1 2; do
+    ok 540 || break
+    bin=.carry/bin/fp4moe_bin_bs2
+    [ $v = 2 ] && bin=.carry/bin/fp4moe_bin_bso
+    FP4MOE_SM90_BSHARE=$v timeout 60 ncu --clock-control none -k regex:sm90_rsws --launch-count 4 \
       --metrics gpu__time_duration.sum,lts__t_bytes.sum.per_second,l1tex__m_xbar2l1tex_read_bytes.sum.per_second,dram__bytes_read.sum.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
-      --csv --print-units base .carry/bin/fp4moe_bin_bs2 bench --model kimi-k2 --tokens 16384 --iters 1 --copies 1 \
+      --csv --print-units base $bin bench --model kimi-k2 --tokens 16384 --iters 1 --copies 1 \
       --warmup-ms 0 --no-check --no-ceilings --no-baseline > "$OUT/ncu/bshare2-$v.csv" 2> "$OUT/ncu/bshare2-$v.err"
     echo "ncu BSHARE=$v rc=$?"
     grep -h '^"' "$OUT/ncu/bshare2-$v.csv" | awk -F'","' 'NR>1{print $1, substr($5,1,50), $(NF-2), $NF}' | tr -d '"'
