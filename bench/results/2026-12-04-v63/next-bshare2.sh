@@ -12,7 +12,8 @@
 #   and the probe's CLI: branch bshare2-solo (1ac0580) built likewise, its fp4moe -> .carry/bso/cli.xz.
 # Call 1, carry [".carry/bs2"]: PART=tests — the shared-B tests, memcheck / racecheck over them
 #   (the pfree handshake, remote arrivals and pushes), then the whole binary (EP apart). ~500 s.
-# Call 2, carry [".carry/bs2/cli.xz", ".carry/bso/cli.xz"]: PART=ab — main (BSHARE=0) against
+# Call 2, carry [".carry/bs2/cli.xz", ".carry/bso/cli.xz", ".carry/tb/cli.xz"]: PART=ab (with
+#   branch tmab's CLI where carried: its variant tmab, FP4MOE_SM90_TMAB=1, next-tmab.sh) — main (BSHARE=0) against
 #   bshare2 (BSHARE=1) and the probe solo (bshare2-solo's CLI, BSHARE=2: the shared launch with
 #   no pushes and no handshake, each CTA's other half of B zero: what halving the B loads gives
 #   with no coupling, an upper bound of B sharing at these tiles; its --check in round 1 FAILs
@@ -38,16 +39,22 @@ else
   unxz .carry/bso/cli.xz .carry/bin/fp4moe_bin_bso
   env_variant solo .carry/bin/fp4moe_bin_bso "FP4MOE_SM90_BSHARE=2"
   variants="main bs2 solo"
-  ab_rounds_by_point 230 330 "$variants" \
+  if [ -f .carry/tb/cli.xz ]; then  # branch tmab (next-tmab.sh): GEMM 2's B by TMA
+    unxz .carry/tb/cli.xz .carry/bin/fp4moe_bin_tb
+    env_variant tmab .carry/bin/fp4moe_bin_tb "FP4MOE_SM90_TMAB=1"
+    variants="main bs2 solo tmab"
+  fi
+  ab_rounds_by_point 200 400 "$variants" \
     "kimi-k2:w4a16:16384 qwen3-235b:w4a16:16384 qwen3-30b:w4a16:8192 deepseek-v3:w4a4:8192"
   echo "rounds $ab_round t=$(( $(date +%s) - start ))"
   ab_report main
   mkdir -p "$OUT/ncu"
-  for v in 0 1 2; do
+  for v in 0 1 2 3; do
     ok 540 || break
     bin=.carry/bin/fp4moe_bin_bs2
     [ $v = 2 ] && bin=.carry/bin/fp4moe_bin_bso
-    FP4MOE_SM90_BSHARE=$v timeout 60 ncu --clock-control none -k regex:sm90_rsws --launch-count 4 \
+    [ $v = 3 ] && { [ -x .carry/bin/fp4moe_bin_tb ] || break; bin=.carry/bin/fp4moe_bin_tb; }
+    FP4MOE_SM90_TMAB=$([ $v = 3 ] && echo 1 || echo 0) FP4MOE_SM90_BSHARE=$([ $v = 3 ] && echo 0 || echo $v) timeout 60 ncu --clock-control none -k regex:sm90_rsws --launch-count 4 \
       --metrics gpu__time_duration.sum,lts__t_bytes.sum.per_second,l1tex__m_xbar2l1tex_read_bytes.sum.per_second,dram__bytes_read.sum.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
       --csv --print-units base $bin bench --model kimi-k2 --tokens 16384 --iters 1 --copies 1 \
       --warmup-ms 0 --no-check --no-ceilings --no-baseline > "$OUT/ncu/bshare2-$v.csv" 2> "$OUT/ncu/bshare2-$v.err"
