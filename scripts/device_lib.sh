@@ -6,6 +6,7 @@
 #                       A/B variant that is an environment switch of one binary)
 #   ab_point, ab_rounds, ab_rounds_by_point, ab_report   the A/B processes of carried CLIs and
 #                       their summary (below)
+#   filter_tests FILTER NAME   one process of a filter's tests, its summary (below)
 #   suite_shards        the whole test binary .carry/bin/fp4moe_tests, EP apart, in 8 shards
 #                       (below); test_shards and sm90_shards, a filter's tests likewise
 #   sanitizers FILTER TIMEOUT   memcheck and racecheck over a filter's tests (below)
@@ -99,6 +100,14 @@ ab_report() {
   (cd "$OUT" && tar czf ab.tgz ab && rm -rf ab)
 }
 
+# filter_tests FILTER NAME: the tests of .carry/bin/fp4moe_tests that FILTER picks (GoogleTest),
+# in one process: a line with its exit status and GoogleTest's summary, then its failures; the
+# log in $OUT/NAME.txt.
+filter_tests() {
+  .carry/bin/fp4moe_tests --gtest_filter="$1" > "$OUT/$2.txt" 2>&1
+  echo "$2 rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$2.txt" | tr '\n' ' ')"
+  grep -E '^\[  FAILED' "$OUT/$2.txt" | head -20
+}
 # test_shards FILTER TIMEOUT: the tests of .carry/bin/fp4moe_tests that FILTER picks (GoogleTest),
 # in 8 shards at once, each at most TIMEOUT s: the shards' lines in $OUT/suite-summary.txt, their
 # logs in $OUT/suite.tgz.

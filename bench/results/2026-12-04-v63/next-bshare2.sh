@@ -27,9 +27,7 @@ set -u
 source scripts/device_lib.sh
 if [ "${PART:-tests}" = tests ]; then
   unxz .carry/bs2/tests.xz .carry/bin/fp4moe_tests
-  .carry/bin/fp4moe_tests --gtest_filter='*shared*:*large_nvfp4_pairs*' > "$OUT/shared-tests.txt" 2>&1
-  echo "shared tests rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/shared-tests.txt" | tr '\n' ' ')"
-  grep -E '^\[  FAILED' "$OUT/shared-tests.txt" | head -20
+  filter_tests '*shared*:*large_nvfp4_pairs*' shared-tests
   sanitizers '*shared*' 120
   suite_shards
 else

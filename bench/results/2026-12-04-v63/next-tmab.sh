@@ -17,8 +17,6 @@
 set -u
 source scripts/device_lib.sh
 unxz .carry/tb/tests.xz .carry/bin/fp4moe_tests
-.carry/bin/fp4moe_tests --gtest_filter='*tmab*' > "$OUT/tmab-tests.txt" 2>&1
-echo "tmab tests rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tmab-tests.txt" | tr '\n' ' ')"
-grep -E '^\[  FAILED' "$OUT/tmab-tests.txt" | head -20
+filter_tests '*tmab*' tmab-tests
 sanitizers '*tmab*' 150
 test_shards '*Sm90*' 200
