@@ -7,7 +7,9 @@ complete forward: each kernel once, in launch order, with its duration in micros
 routing kernel is left out: the bench launches it on its own, around the forwards (timed
 apart as "route us"), so it does not mark where a forward starts. Any other metrics the run
 collected are printed after the duration, one column each, under a short name (the metric's
-name without its rollup suffix); a legend of the full names follows the table.
+name without its rollup suffix); a legend of the full names follows the table. A rate of bytes
+(a metric with "bytes" in its name, per second: ncu's --print-units base) also gets a column of
+the bytes it moved in the launch, in GB: the rate times the launch's duration.
 """
 import csv
 import sys
@@ -56,20 +58,26 @@ def main() -> int:
         print("no kernels in", sys.argv[1])
         return 1
     extra = sorted({k for _, m in rows for k in m if k != "gpu__time_duration.sum"})
+    moved = [k for k in extra if "bytes" in k and k.endswith(".per_second")]  # rates of bytes: + GB moved
     # one forward = the run of kernels up to the first repeat of the first kernel's name
     first = rows[0][0]
     starts = [i for i, (n, _) in enumerate(rows) if n == first]
     last = rows[starts[-2]:starts[-1]] if len(starts) >= 2 else rows
     total = sum(m["gpu__time_duration.sum"] for _, m in last) / 1e3
     width = max([40] + [len(n) for n, _ in last])
+    heads = [short_name(k) for k in extra] + [short_name(k)[:13] + " GB" for k in moved]
     if extra:
-        print(f"  {'kernel':{width}s} {'us':>9s}    " + " ".join(f"{short_name(k):>16s}" for k in extra))
+        print(f"  {'kernel':{width}s} {'us':>9s}    " + " ".join(f"{h:>16s}" for h in heads))
     for n, m in last:
-        cols = " ".join(cell(m[k]) if k in m else f"{'-':>16s}" for k in extra)
-        print(f"  {n:{width}s} {m['gpu__time_duration.sum'] / 1e3:9.1f} us " + cols)
+        seconds = m["gpu__time_duration.sum"] * 1e-9
+        cols = [cell(m[k]) if k in m else f"{'-':>16s}" for k in extra]
+        cols += [cell(m[k] * seconds / 1e9) if k in m else f"{'-':>16s}" for k in moved]
+        print(f"  {n:{width}s} {m['gpu__time_duration.sum'] / 1e3:9.1f} us " + " ".join(cols))
     print(f"  {'sum of kernels':{width}s} {total:9.1f} us ({len(last)} kernels)")
     for k in extra:
         print(f"    {short_name(k)}: {k}")
+    for k in moved:
+        print(f"    {short_name(k)[:13]} GB: {k} x gpu__time_duration.sum")
     return 0
 
 

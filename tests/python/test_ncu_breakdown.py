@@ -85,3 +85,32 @@ def test_the_register_routing_kernel_timed_apart_is_left_out_too(tmp_path):
         ("permute_block", 5.2), ("sm90_rsws_gemm<16, 1, 2, 0, 16>", 689.1), ("sm90_rsws_gemm<8, 1, 4, 0, 2>", 372.9)]
     assert "route_kernel" not in out
     assert total == round((5200 + 689100 + 372900) / 1000, 1)
+
+
+def test_a_rate_of_bytes_also_gets_the_bytes_it_moved(tmp_path):
+    """ncu --print-units base writes rates in bytes per second: the script adds, per launch, the
+    bytes moved (rate x duration) in GB, and leaves a rate of something else (not bytes) alone."""
+    rates = {GEMM: (4.0e12, 80.0), NARROW: (2.5e12, 60.0)}  # L2 bytes per second, tensor pipe %
+    durations = {GEMM: 9_000_000, NARROW: 400_000}  # ns
+    lines, kid = [HEADER], 0
+    for _ in range(2):  # two forwards: the script prints the last complete one
+        for name in (GEMM, NARROW):
+            lines.append(f'"{kid}","{name}","gpu__time_duration.sum","ns","{durations[name]:,}"\n')
+            lines.append(f'"{kid}","{name}","lts__t_bytes.sum.per_second","byte/s","{rates[name][0]:,.2f}"\n')
+            lines.append(f'"{kid}","{name}","sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",'
+                         f'"%","{rates[name][1]}"\n')
+            kid += 1
+    path = tmp_path / "p.csv"
+    path.write_text("".join(lines))
+    out = subprocess.run([sys.executable, str(SCRIPT), str(path)], capture_output=True, text=True, check=True).stdout
+    head, *body = out.rstrip().splitlines()
+    # the metrics by their full names (lts__ before sm__), then the bytes moved
+    assert head.split()[2:] == ["t_bytes", "pipe_tensor_op_h", "t_bytes", "GB"]
+    rows = [line.split() for line in body if "sm90_rsws_gemm" in line]
+    assert len(rows) == 2
+    for row, name in zip(rows, (GEMM, NARROW)):
+        rate, pct, gb = (float(v) for v in row[-3:])
+        assert pct == rates[name][1] and rate == float(f"{rates[name][0]:.4g}")
+        assert gb == round(rates[name][0] * durations[name] * 1e-9 / 1e9, 1)
+    assert "    t_bytes GB: lts__t_bytes.sum.per_second x gpu__time_duration.sum" in out
+    assert "pipe_tensor_op_h GB" not in out

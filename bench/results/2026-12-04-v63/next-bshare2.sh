@@ -18,7 +18,8 @@
 #   no pushes and no handshake, each CTA's other half of B zero: what halving the B loads gives
 #   with no coupling, an upper bound of B sharing at these tiles; its --check in round 1 FAILs
 #   by design) at four 128-token-tile points, then ncu of main, bshare2 and solo at kimi-k2
-#   T = 16384 (L2 and L2-to-SM bytes, tensor pipe). ~450 s.
+#   T = 16384 (L2 and L2-to-SM bytes, tensor pipe; here: scripts/ncu_breakdown.py on each csv
+#   prints the GB each kernel moved). ~450 s.
 # Reading it: solo no faster than main closes B sharing at 128-token tiles (and the 256-token
 #   tile with it); solo faster but bshare2 not puts the cost in the pair's coupling.
 # The binaries are unpacked under names no variant takes: env_variant NAME writes
