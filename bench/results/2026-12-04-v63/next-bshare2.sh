@@ -9,17 +9,18 @@
 #     -DCMAKE_BUILD_TYPE=Release -DFP4MOE_CUDA_ARCHS=90a && ninja -C /tmp/wt-bshare/build fp4moe fp4moe_tests
 #   mkdir -p .carry/bs2 && w=/tmp/wt-bshare/build && strip -o /tmp/t $w/fp4moe_tests && \
 #     xz -T2 -6 -c /tmp/t > .carry/bs2/tests.xz && strip -o /tmp/c $w/fp4moe && xz -T2 -6 -c /tmp/c > .carry/bs2/cli.xz
-#   and the probe's CLI: branch bshare2-solo (1ac0580) built likewise, its fp4moe -> .carry/bso/cli.xz.
+#   and the probe's CLI: branch bshare2-solo (1ac0580) built likewise, its fp4moe ->
+#   .carry/bso/cli.xz; branch tmab's CLI as next-tmab.sh says, -> .carry/tb/cli.xz.
 # Call 1, carry [".carry/bs2"]: PART=tests — the shared-B tests, memcheck / racecheck over them
 #   (the pfree handshake, remote arrivals and pushes), then the whole binary (EP apart). ~500 s.
-# Call 2, carry [".carry/bs2/cli.xz", ".carry/bso/cli.xz", ".carry/tb/cli.xz"]: PART=ab (with
-#   branch tmab's CLI where carried: its variant tmab, FP4MOE_SM90_TMAB=1, next-tmab.sh) — main (BSHARE=0) against
-#   bshare2 (BSHARE=1) and the probe solo (bshare2-solo's CLI, BSHARE=2: the shared launch with
-#   no pushes and no handshake, each CTA's other half of B zero: what halving the B loads gives
-#   with no coupling, an upper bound of B sharing at these tiles; its --check in round 1 FAILs
-#   by design) at four 128-token-tile points, then ncu of main, bshare2 and solo at kimi-k2
-#   T = 16384 (L2 and L2-to-SM bytes, tensor pipe; here: scripts/ncu_breakdown.py on each csv
-#   prints the GB each kernel moved). ~450 s.
+# Call 2, carry [".carry/bs2/cli.xz", ".carry/bso/cli.xz", ".carry/tb/cli.xz"]: PART=ab — main
+#   (BSHARE=0) against bshare2 (BSHARE=1), the probe solo (bshare2-solo's CLI, BSHARE=2: the
+#   shared launch with no pushes and no handshake, each CTA's other half of B zero: what halving
+#   the B loads gives with no coupling, an upper bound of B sharing at these tiles; its --check
+#   in round 1 FAILs by design) and, where its CLI is carried, tmab (FP4MOE_SM90_TMAB=1, GEMM
+#   2's B by TMA) at four 128-token-tile points; then ncu of the four at kimi-k2 T = 16384 (L2
+#   and L2-to-SM bytes, tensor pipe; here, scripts/ncu_breakdown.py on each csv prints the GB
+#   each kernel moved). ~450 s.
 # Reading it: solo no faster than main closes B sharing at 128-token tiles (and the 256-token
 #   tile with it); solo faster but bshare2 not puts the cost in the pair's coupling.
 # The binaries are unpacked under names no variant takes: env_variant NAME writes
