@@ -22,7 +22,9 @@
 #   and L2-to-SM bytes, tensor pipe; here, scripts/ncu_breakdown.py on each csv prints the GB
 #   each kernel moved). ~450 s.
 # Reading it: solo no faster than main closes B sharing at 128-token tiles (and the 256-token
-#   tile with it); solo faster but bshare2 not puts the cost in the pair's coupling.
+#   tile with it); solo faster but bshare2 not puts the cost in the pair's coupling. ncu's
+#   launch__grid_size says whether the cluster launch keeps every SM (66 pairs of 132): fewer
+#   resident pairs (cudaOccupancyMaxActiveClusters) would cost bshare and solo alike.
 # The binaries are unpacked under names no variant takes: env_variant NAME writes
 # .carry/bin/fp4moe_NAME, and v63's call 2 lost its A/B to a variant named as its binary.
 set -u
@@ -55,7 +57,7 @@ else
     [ $v = 2 ] && bin=.carry/bin/fp4moe_bin_bso
     [ $v = 3 ] && { [ -x .carry/bin/fp4moe_bin_tb ] || break; bin=.carry/bin/fp4moe_bin_tb; }
     FP4MOE_SM90_TMAB=$([ $v = 3 ] && echo 1 || echo 0) FP4MOE_SM90_BSHARE=$([ $v = 3 ] && echo 0 || echo $v) timeout 60 ncu --clock-control none -k regex:sm90_rsws --launch-count 4 \
-      --metrics gpu__time_duration.sum,lts__t_bytes.sum.per_second,l1tex__m_xbar2l1tex_read_bytes.sum.per_second,dram__bytes_read.sum.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+      --metrics gpu__time_duration.sum,launch__grid_size,lts__t_bytes.sum.per_second,l1tex__m_xbar2l1tex_read_bytes.sum.per_second,dram__bytes_read.sum.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
       --csv --print-units base $bin bench --model kimi-k2 --tokens 16384 --iters 1 --copies 1 \
       --warmup-ms 0 --no-check --no-ceilings --no-baseline > "$OUT/ncu/bshare2-$v.csv" 2> "$OUT/ncu/bshare2-$v.err"
     echo "ncu BSHARE=$v rc=$?"
