@@ -152,20 +152,15 @@ __device__ __forceinline__ float abs_max(const float* x) {
   return amax;
 }
 
-// One lane's 8 bf16 of h (raw; zeros on a lane past the row, which must still call this: its
-// partner's shuffle needs it) as values x, lanes 2m and 2m + 1 holding one 16-block: returns
-// the block's scale code with q_scale gs (abs_max over the 16, then the SPEC §2 scale).
-__device__ __forceinline__ uint8_t half_block_scale(uint4 raw, float gs, float (&x)[8]) {
-  bf16x8_to_f32(raw, x);
-  const float amax = abs_max<8>(x);
-  return nvfp4_scale_code(fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1)), gs);
-}
-
-// The requantization of one lane's half block (half_block_scale's): returns the block's scale
-// code; codes = this half's 8 e2m1 via format.h, two per byte, low nibble first.
+// The requantization of one lane's 8 bf16 of h (raw; zeros on a lane past the row, which must
+// still call this: its partner's shuffle needs it) with q_scale gs, lanes 2m and 2m + 1 holding
+// one 16-block: returns the block's scale code (abs_max over the 16, by shuffle, then the SPEC
+// §2 scale); codes = this half's 8 e2m1 via format.h, two per byte, low nibble first.
 __device__ __forceinline__ uint8_t requantize_half(uint4 raw, float gs, uint32_t& codes) {
   float x[8];
-  const uint8_t sc = half_block_scale(raw, gs, x);
+  bf16x8_to_f32(raw, x);
+  const float amax = abs_max<8>(x);
+  const uint8_t sc = nvfp4_scale_code(fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1)), gs);
   const float inv = nvfp4_inv_scale(sc, gs);
   codes = 0;
 #pragma unroll
