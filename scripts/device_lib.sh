@@ -92,9 +92,11 @@ ab_loop() {
   done
 }
 
-# ab_report BASE: the A/B outputs that FAIL, round 1's PASS counts, the medians against variant
-# BASE (scripts/ab_summary.py); then $OUT/ab.tgz in place of $OUT/ab.
+# ab_report BASE: the rounds begun and the seconds since sourcing, the A/B outputs that FAIL,
+# round 1's PASS counts, the medians against variant BASE (scripts/ab_summary.py); then
+# $OUT/ab.tgz in place of $OUT/ab.
 ab_report() {
+  echo "rounds ${ab_round:-0} t=$(( $(date +%s) - start ))"
   grep -l FAIL "$OUT"/ab/*.txt; grep -c PASS "$OUT"/ab/*-r1.txt | tr '\n' ' '; echo
   python3 scripts/ab_summary.py "$OUT/ab" --base "$1"
   (cd "$OUT" && tar czf ab.tgz ab && rm -rf ab)

@@ -48,7 +48,6 @@ else
   fi
   ab_rounds_by_point 200 400 "$variants" \
     "kimi-k2:w4a16:16384 qwen3-235b:w4a16:16384 qwen3-30b:w4a16:8192 deepseek-v3:w4a4:8192"
-  echo "rounds $ab_round t=$(( $(date +%s) - start ))"
   ab_report main
   mkdir -p "$OUT/ncu"
   for v in 0 1 2 3; do

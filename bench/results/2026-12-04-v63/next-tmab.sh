@@ -29,5 +29,4 @@ env_variant main .carry/bin/fp4moe_bin_tb "FP4MOE_SM90_TMAB=0"
 env_variant tmab .carry/bin/fp4moe_bin_tb "FP4MOE_SM90_TMAB=1"
 ab_rounds_by_point 480 540 "main tmab" \
   "kimi-k2:w4a16:2048 qwen3-235b:w4a16:512 qwen3-30b:w4a16:2048 deepseek-v3:w4a4:2048"
-echo "rounds $ab_round t=$(( $(date +%s) - start ))"
 ab_report main
