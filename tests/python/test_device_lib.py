@@ -43,16 +43,18 @@ def split(spec):
 
 
 def test_by_point_runs_each_spec_under_every_variant_in_turn(tmp_path):
-    # 0.4 s a process and rounds begun within 1 s: exactly one round of 4 processes (1.6 s, so
-    # the whole seconds `ok` counts have reached 1 when it ends)
-    got, rounds = calls(tmp_path, "ab_rounds_by_point", 1, 100, VARIANTS, SPECS, point_seconds=0.4)
+    # 0.6 s a process and rounds begun within 2 s: exactly one round of 4 processes. `ok` counts
+    # whole seconds from sourcing, so the first round's test reads 0 or 1 (< 2) and the second's,
+    # 2.4 s later, at least 2. (With 1 s and 0.4 s a process the first test read 1, no round,
+    # whenever a second boundary fell between sourcing and the loop: a loaded CI machine.)
+    got, rounds = calls(tmp_path, "ab_rounds_by_point", 2, 100, VARIANTS, SPECS, point_seconds=0.6)
     expected = [(v, "1", *split(s)) for s in SPECS for v in VARIANTS]
     assert rounds == 1
     assert got == expected
 
 
 def test_by_variant_runs_every_spec_of_one_variant_first(tmp_path):
-    got, rounds = calls(tmp_path, "ab_rounds", 1, 100, VARIANTS, SPECS, point_seconds=0.4)
+    got, rounds = calls(tmp_path, "ab_rounds", 2, 100, VARIANTS, SPECS, point_seconds=0.6)  # as above
     expected = [(v, "1", *split(s)) for v in VARIANTS for s in SPECS]
     assert rounds == 1
     assert got == expected
@@ -79,7 +81,8 @@ def test_first_specs_join_the_first_rounds_in_each_order(tmp_path):
     first = ["gpt-oss-120b:w4a16:32"]
     for loop, point_major in (("ab_rounds_by_point", True), ("ab_rounds", False)):
         (tmp_path / "calls.txt").unlink(missing_ok=True)
-        got, rounds = calls(tmp_path, loop, 1, 100, VARIANTS, SPECS, point_seconds=0.3, first_specs=first)
+        # 6 processes of 0.4 s within ROUND_S 2: one round, as in the first test
+        got, rounds = calls(tmp_path, loop, 2, 100, VARIANTS, SPECS, point_seconds=0.4, first_specs=first)
         specs = SPECS + first
         pairs = [(v, s) for s in specs for v in VARIANTS] if point_major else [(v, s) for v in VARIANTS for s in specs]
         assert rounds == 1, loop
