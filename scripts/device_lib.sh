@@ -6,7 +6,8 @@
 #                       A/B variant that is an environment switch of one binary)
 #   ab_point, ab_rounds, ab_rounds_by_point, ab_report   the A/B processes of carried CLIs and
 #                       their summary (below)
-#   filter_tests FILTER NAME   one process of a filter's tests, its summary (below)
+#   filter_tests FILTER NAME [TIMEOUT]   one process of a filter's tests (at most TIMEOUT s,
+#                       300 by default), its summary (below)
 #   suite_shards        the whole test binary .carry/bin/fp4moe_tests, EP apart, in 8 shards
 #                       (below); test_shards and sm90_shards, a filter's tests likewise
 #   sanitizers FILTER TIMEOUT   memcheck and racecheck over a filter's tests (below)
@@ -102,12 +103,17 @@ ab_report() {
   (cd "$OUT" && tar czf ab.tgz ab && rm -rf ab)
 }
 
-# filter_tests FILTER NAME: the tests of .carry/bin/fp4moe_tests that FILTER picks (GoogleTest),
-# in one process: a line with its exit status and GoogleTest's summary, then its failures; the
-# log in $OUT/NAME.txt.
+# filter_tests FILTER NAME [TIMEOUT]: the tests of .carry/bin/fp4moe_tests that FILTER picks
+# (GoogleTest), in one process of at most TIMEOUT s (300): a line with its exit status and
+# GoogleTest's summary, on a timeout a line naming the test that was running, then its failures;
+# the log in $OUT/NAME.txt.
 filter_tests() {
-  .carry/bin/fp4moe_tests --gtest_filter="$1" > "$OUT/$2.txt" 2>&1
-  echo "$2 rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$2.txt" | tr '\n' ' ')"
+  timeout "${3:-300}" .carry/bin/fp4moe_tests --gtest_filter="$1" > "$OUT/$2.txt" 2>&1
+  local rc=$?
+  echo "$2 rc=$rc $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$2.txt" | tr '\n' ' ')"
+  # A kernel that hangs holds the call until its limit (v64: a TMA box issued by every lane of a
+  # warp overran its barrier's count): the test that was running, by name.
+  [ $rc = 124 ] && echo "$2 timed out after ${3:-300} s in $(grep -E '^\[ RUN      \]' "$OUT/$2.txt" | tail -1 | cut -c14-)"
   grep -E '^\[  FAILED' "$OUT/$2.txt" | head -20
 }
 # test_shards FILTER TIMEOUT: the tests of .carry/bin/fp4moe_tests that FILTER picks (GoogleTest),

@@ -9,7 +9,11 @@ apart as "route us"), so it does not mark where a forward starts. Any other metr
 collected are printed after the duration, one column each, under a short name (the metric's
 name without its rollup suffix); a legend of the full names follows the table. A rate of bytes
 (a metric with "bytes" in its name, per second: ncu's --print-units base) also gets a column of
-the bytes it moved in the launch, in GB: the rate times the launch's duration.
+the bytes it moved in the launch, in GB: the rate times the launch's duration; a rate of
+cycles (a "cycles" metric per second, such as sm__cycles_elapsed.avg.per_second, the SM clock)
+likewise the cycles the launch took, in millions. Under the power cap two variants' times may
+differ by their clocks alone (v64: a probe with half of B zero ran 7% faster at the same tensor
+pipe share, in as many cycles): the cycles tell the work from the clock.
 """
 import csv
 import sys
@@ -59,6 +63,7 @@ def main() -> int:
         return 1
     extra = sorted({k for _, m in rows for k in m if k != "gpu__time_duration.sum"})
     moved = [k for k in extra if "bytes" in k and k.endswith(".per_second")]  # rates of bytes: + GB moved
+    counted = [k for k in extra if "cycles" in k and k.endswith(".per_second")]  # rates of cycles: + millions
     # one forward = the run of kernels up to the first repeat of the first kernel's name
     first = rows[0][0]
     starts = [i for i, (n, _) in enumerate(rows) if n == first]
@@ -66,18 +71,22 @@ def main() -> int:
     total = sum(m["gpu__time_duration.sum"] for _, m in last) / 1e3
     width = max([40] + [len(n) for n, _ in last])
     heads = [short_name(k) for k in extra] + [short_name(k)[:13] + " GB" for k in moved]
+    heads += [short_name(k)[:14] + " M" for k in counted]
     if extra:
         print(f"  {'kernel':{width}s} {'us':>9s}    " + " ".join(f"{h:>16s}" for h in heads))
     for n, m in last:
         seconds = m["gpu__time_duration.sum"] * 1e-9
         cols = [cell(m[k]) if k in m else f"{'-':>16s}" for k in extra]
         cols += [cell(m[k] * seconds / 1e9) if k in m else f"{'-':>16s}" for k in moved]
+        cols += [cell(m[k] * seconds / 1e6) if k in m else f"{'-':>16s}" for k in counted]
         print(f"  {n:{width}s} {m['gpu__time_duration.sum'] / 1e3:9.1f} us " + " ".join(cols))
     print(f"  {'sum of kernels':{width}s} {total:9.1f} us ({len(last)} kernels)")
     for k in extra:
         print(f"    {short_name(k)}: {k}")
     for k in moved:
         print(f"    {short_name(k)[:13]} GB: {k} x gpu__time_duration.sum")
+    for k in counted:
+        print(f"    {short_name(k)[:14]} M: {k} x gpu__time_duration.sum, millions")
     return 0
 
 

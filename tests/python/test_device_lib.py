@@ -87,3 +87,46 @@ def test_first_specs_join_the_first_rounds_in_each_order(tmp_path):
         pairs = [(v, s) for s in specs for v in VARIANTS] if point_major else [(v, s) for v in VARIANTS for s in specs]
         assert rounds == 1, loop
         assert got == [(v, "1", *split(s)) for v, s in pairs], loop
+
+
+def run_filter_tests(tmp_path, body, timeout):
+    """filter_tests on a stand-in test binary whose behaviour is `body` (a shell script)."""
+    binary = tmp_path / ".carry" / "bin" / "fp4moe_tests"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n" + body)
+    binary.chmod(0o755)
+    script = f"""
+set -u
+OUT={tmp_path}/out
+source {LIB}
+filter_tests '*x*' runs {timeout}
+"""
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_filter_tests_names_the_test_a_hang_stopped_in(tmp_path):
+    # a binary that starts two tests and hangs in the second: stopped at the limit, the line
+    # names the second
+    out = run_filter_tests(
+        tmp_path,
+        "echo '[ RUN      ] Cases/A.B/one'\necho '[       OK ] Cases/A.B/one (1 ms)'\n"
+        "echo '[ RUN      ] Cases/A.B/two'\nsleep 30\n",
+        1,
+    )
+    assert "runs rc=124" in out
+    assert "runs timed out after 1 s in Cases/A.B/two" in out
+
+
+def test_filter_tests_reports_a_finished_run_without_a_timeout_line(tmp_path):
+    out = run_filter_tests(
+        tmp_path,
+        "echo '[ RUN      ] Cases/A.B/one'\necho '[  FAILED  ] Cases/A.B/one (1 ms)'\n"
+        "echo '[  PASSED  ] 0 tests.'\necho '[  FAILED  ] 1 test, listed below:'\nexit 1\n",
+        30,
+    )
+    first = out.splitlines()[0]
+    assert first.startswith("runs rc=1 ") and "[  PASSED  ] 0 tests." in first
+    assert "timed out" not in out
+    assert "[  FAILED  ] Cases/A.B/one (1 ms)" in out

@@ -114,3 +114,29 @@ def test_a_rate_of_bytes_also_gets_the_bytes_it_moved(tmp_path):
         assert gb == round(rates[name][0] * durations[name] * 1e-9 / 1e9, 1)
     assert "    t_bytes GB: lts__t_bytes.sum.per_second x gpu__time_duration.sum" in out
     assert "pipe_tensor_op_h GB" not in out
+
+
+def test_a_rate_of_cycles_also_gets_the_cycles_the_launch_took(tmp_path):
+    """The SM clock (cycles per second) times a launch's duration: its cycles, in millions; two
+    launches at different clocks and durations but the same cycles read the same."""
+    clocks = {GEMM: 1.5e9, NARROW: 1.8e9}  # Hz
+    durations = {GEMM: 6_000_000, NARROW: 5_000_000}  # ns: 9.0 M cycles each
+    lines, kid = [HEADER], 0
+    for _ in range(2):
+        for name in (GEMM, NARROW):
+            lines.append(f'"{kid}","{name}","gpu__time_duration.sum","ns","{durations[name]:,}"\n')
+            lines.append(f'"{kid}","{name}","sm__cycles_elapsed.avg.per_second","cycle/s","{clocks[name]:,.1f}"\n')
+            kid += 1
+    path = tmp_path / "p.csv"
+    path.write_text("".join(lines))
+    out = subprocess.run([sys.executable, str(SCRIPT), str(path)], capture_output=True, text=True, check=True).stdout
+    head, *body = out.rstrip().splitlines()
+    assert head.split()[2:] == ["cycles_elapsed", "cycles_elapsed", "M"]
+    rows = [line.split() for line in body if "sm90_rsws_gemm" in line]
+    assert len(rows) == 2
+    for row, name in zip(rows, (GEMM, NARROW)):
+        clock, mcycles = (float(v) for v in row[-2:])
+        assert clock == float(f"{clocks[name]:.4g}")
+        assert mcycles == round(clocks[name] * durations[name] * 1e-9 / 1e6, 1) == 9.0
+    assert "    cycles_elapsed M: sm__cycles_elapsed.avg.per_second x gpu__time_duration.sum, millions" in out
+    assert "cycles_elapsed GB" not in out
