@@ -136,13 +136,24 @@ struct ActSet {
   std::vector<float> logits;     // (Tmax, E) f32
 };
 
-ActSet make_act_set(const LayerDesc& d, int64_t Tmax, uint64_t seed, int set, bool skew) {
+// Whether token t's hidden states are zero under --zero-tokens `fraction`: the tokens where
+// floor((t + 1) f) passes an integer, evenly spread (f = 0.5: t = 1, 3, 5, ...; f = 1: all).
+bool zero_token(int64_t t, double fraction) {
+  return std::floor(double(t + 1) * fraction) > std::floor(double(t) * fraction);
+}
+
+// zero_tokens: --zero-tokens; the other tokens' values are the same as without it (drawn, then
+// the zero tokens' rows overwritten).
+ActSet make_act_set(const LayerDesc& d, int64_t Tmax, uint64_t seed, int set, bool skew, double zero_tokens = 0) {
   const int64_t H = d.hidden, E = d.num_experts;
   ActSet a;
   a.hidden.resize(size_t(Tmax * H));
   a.logits.resize(size_t(Tmax * E));
   Rng rh(stream_seed(seed, kActStream - 2 * set, 0)), rl(stream_seed(seed, kActStream - 2 * set - 1, 0));
   for (auto& h : a.hidden) h = bf16_from_f32(rh.normal());
+  if (zero_tokens > 0)
+    for (int64_t t = 0; t < Tmax; ++t)
+      if (zero_token(t, zero_tokens)) std::fill_n(a.hidden.begin() + t * H, H, uint16_t(0));
   std::vector<float> base(size_t(E), 0.0f);
   if (skew) {
     // Zipf-like: a random ranking per set, so hot experts differ between sets.
@@ -454,7 +465,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
     // One thread per set: at 16384 tokens of H = 7168 each set is ~1e8 normal draws.
     std::vector<std::thread> th;
     for (int s = 0; s < sets; ++s)
-      th.emplace_back([&, s] { act[size_t(s)] = make_act_set(desc, Tmax, o.seed, s, o.skew); });
+      th.emplace_back([&, s] { act[size_t(s)] = make_act_set(desc, Tmax, o.seed, s, o.skew, o.zero_tokens); });
     for (auto& t : th) t.join();
   }
   const std::vector<float> corr_bias = correction_bias(desc);
@@ -467,7 +478,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
     float amax = 0.0f;
     for (const auto& a : act)
       for (uint16_t h : a.hidden) amax = std::max(amax, std::fabs(bf16_to_f32(h)));
-    so.a13_dq = amax / (kE2m1Max * kE4m3Max);
+    so.a13_dq = amax > 0.0f ? amax / (kE2m1Max * kE4m3Max) : 1.0f;  // all zero: --zero-tokens 1
     std::vector<int32_t> calib_experts;
     for (int e = 0; e < std::min<int64_t>(E, kCalibExperts); ++e) calib_experts.push_back(e);
     const Synthetic calib = make_synthetic(desc, o.seed, calib_experts, so);
@@ -548,8 +559,10 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   const std::string replay = ", CUDA graph replay" + per_graph;
   char warm_s[64] = "";
   if (warmup_ms > 0) std::snprintf(warm_s, sizeof warm_s, " and %.0f ms of replays", warmup_ms);
-  std::printf("timing: median of %d runs after %d warmup%s, %d routing/activation sets rotated%s%s\n", iters, warmup,
-              warm_s, sets, dev == DeviceType::cuda ? replay.c_str() : "", o.skew ? ", skewed routing" : "");
+  char zero_s[64] = "";
+  if (o.zero_tokens > 0) std::snprintf(zero_s, sizeof zero_s, ", %.3g of the tokens zero", o.zero_tokens);
+  std::printf("timing: median of %d runs after %d warmup%s, %d routing/activation sets rotated%s%s%s\n", iters, warmup,
+              warm_s, sets, dev == DeviceType::cuda ? replay.c_str() : "", o.skew ? ", skewed routing" : "", zero_s);
   if (dev == DeviceType::cuda)
     std::printf("L2: %.0f MiB; fewest experts touched at T=%lld: %.0f = %.1f MiB; %d weight cop%s prepared "
                 "(rotated while touched x copies < %d x L2)%s%s\n",
@@ -847,6 +860,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
   run["warmup"] = warmup;
   run["sets"] = sets;
   run["skew"] = o.skew;
+  run["zero_tokens"] = o.zero_tokens;
   run["seed"] = o.seed;
   run["checked"] = check;
   run["expert_weight_bytes"] = per_expert;

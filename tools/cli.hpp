@@ -35,6 +35,7 @@ struct BenchOptions {
   int rest_us = 0;                    // with nodes: the GPU idles this long before each of those replays
   int layers = 1;                     // layer calls per timed CUDA graph (time_cuda's per_graph; CUDA only)
   double warmup_ms = -1;              // untimed replays after the warmup for this many ms; < 0: 2000 on CUDA, 0 on host
+  double zero_tokens = 0;             // this fraction of the tokens' hidden states zero (a probe of the data's power)
 };
 // 0 ok (or skipped for lack of memory), 1 check failed, 2 error.
 int run_bench(const BenchOptions& options);

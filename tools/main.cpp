@@ -69,6 +69,11 @@ int main(int argc, char** argv) {
                     "timed runs see the clocks of a sustained load (the power cap; default 2000; 0: the first "
                     "replays of a rested GPU)")
       ->check(CLI::Range(0.0, 60000.0));
+  bench->add_option("--zero-tokens", b.zero_tokens,
+                    "this fraction of the tokens (evenly spread: 0.5 every other one) with zero hidden states, "
+                    "the rest as without it: the same routing, bytes and instructions with less data switching, "
+                    "a probe of how the data sets the clock under the power cap (default 0)")
+      ->check(CLI::Range(0.0, 1.0));
   bench->add_option("--json", b.json_path, "write the results as JSON to this file");
   bench->add_option("--seed", b.seed, "seed of the synthetic weights and inputs")->capture_default_str();
 
