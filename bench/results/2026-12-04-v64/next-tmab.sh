@@ -11,25 +11,27 @@
 #     -DCMAKE_BUILD_TYPE=Release -DFP4MOE_CUDA_ARCHS=90a && ninja -C /tmp/wt-tmab/build fp4moe fp4moe_tests
 #   mkdir -p .carry/tb && w=/tmp/wt-tmab/build && strip -o /tmp/t $w/fp4moe_tests && \
 #     xz -T2 -6 -c /tmp/t > .carry/tb/tests.xz && strip -o /tmp/c $w/fp4moe && xz -T2 -6 -c /tmp/c > .carry/tb/cli.xz
-# Three calls, each within 30 s of the last (the machine goes back after 30 s idle), carry
-# [".carry/tb"] each:
-#   PART=tests (~560 s): the *tmab* tests (stops here if they fail or hang: filter_tests names
-#     the test), memcheck / racecheck over 45 of them, then the A/B main / tmab at four T =
-#     512-2048 points (rsws4: one producer warpgroup feeds four consumer warpgroups) until 540 s.
-#   PART=ab (~500 s): the A/B at four 128-token-tile points (T >= 8192), the SM clock logged
-#     (clocks_start), with a third variant `zero`: main's kernels on inputs with every other
-#     token's hidden states zero (bench --zero-tokens 0.5), the same bytes and instructions
-#     with half of B zero as in v64's solo probe, which also halved B's loads: what the data
-#     alone gives the clock. Then ncu of the rsws launches at kimi-k2 T = 16384 for the three,
-#     with the SM clock (sm__cycles_elapsed.avg.per_second: scripts/ncu_breakdown.py prints
-#     each launch's cycles, so that a clock difference under the power cap does not read as
-#     work; v64 §2). Reading zero: as fast as solo (-10 to -12%) puts solo's clock in the data,
-#     and bytes moved are no energy lever; no faster than main puts it in the bytes.
-#   PART=suite (~300 s): the whole test binary, EP apart (main's tests as of 6ab1940 among them).
+# Branch tmab is a near repeat of v46's gemm2-tma-b (TRIED: one box of h rows per stage from
+# thread 0 in the rsws kernels, 128-token tiles and the producers' proxy fence included; no gain
+# at T = 512-16384 in 4 rounds), so it runs as a guarded variant of the call that matters more:
+#   PART=ab first (~500 s), carry [".carry/tb"]: the A/B at four 128-token-tile points (T >= 8192),
+#     the SM clock logged (clocks_start), main against `zero`: main's kernels on inputs with every
+#     other token's hidden states zero (bench --zero-tokens 0.5), the same bytes and instructions
+#     with half of B zero as in v64's solo probe, which also halved B's loads: what the data alone
+#     gives the clock. tmab joins as a third variant if one checked run of it finishes (its hang
+#     of v64 is fixed but has not run since). Then ncu of the rsws launches at kimi-k2 T = 16384
+#     for each, with the SM clock (sm__cycles_elapsed.avg.per_second: scripts/ncu_breakdown.py
+#     prints each launch's cycles, so that a clock difference under the power cap does not read
+#     as work; v64 §2). Reading zero: as fast as solo (-10 to -12%) puts solo's clock in the data,
+#     and the bytes moved are no energy lever; no faster than main puts it in the bytes.
+#   PART=tests (~560 s), only if tmab gained: the *tmab* tests (stops if they fail or hang:
+#     filter_tests names the test), memcheck / racecheck over 45 of them, then the A/B main /
+#     tmab at four T = 512-2048 points until 540 s.
+#   PART=suite (~300 s), likewise: the whole test binary, EP apart (main's tests as of 6ab1940).
 # Merge only after the whole suite passed on it and the A/B says it pays.
 set -u
 source scripts/device_lib.sh
-part=${PART:-tests}
+part=${PART:-ab}
 if [ "$part" = tests ]; then
   unxz .carry/tb/tests.xz .carry/bin/fp4moe_tests
   filter_tests '*tmab*' tmab-tests 240
@@ -51,14 +53,20 @@ elif [ "$part" = ab ]; then
   env_variant tmab .carry/bin/fp4moe_bin_tb "FP4MOE_SM90_TMAB=1"
   printf '#!/bin/sh\nFP4MOE_SM90_TMAB=0 exec %s "$@" --zero-tokens 0.5\n' "$PWD/.carry/bin/fp4moe_bin_tb" > .carry/bin/fp4moe_zero
   chmod +x .carry/bin/fp4moe_zero
+  variants="main zero"
+  timeout 40 .carry/bin/fp4moe_tmab bench --model qwen3-30b --tokens 8192 --iters 5 --warmup-ms 0 --check \
+    --no-baseline --no-ceilings > "$OUT/tmab-sanity.txt" 2>&1 && grep -q PASS "$OUT/tmab-sanity.txt" &&
+    variants="main zero tmab"
+  echo "tmab sanity: $(grep -cE 'PASS' "$OUT/tmab-sanity.txt") PASS; variants: $variants"
   clocks_start 200
-  ab_rounds_by_point 300 370 "main tmab zero" \
+  ab_rounds_by_point 300 370 "$variants" \
     "kimi-k2:w4a16:16384 qwen3-235b:w4a16:16384 qwen3-30b:w4a16:8192 deepseek-v3:w4a4:8192"
   clocks_stop
   ab_report main
   mkdir -p "$OUT/ncu"
   for v in 0 1 2; do
     ok 450 || break
+    [ $v = 1 ] && [ "$variants" = "main zero" ] && continue
     zero=(); [ $v = 2 ] && zero=(--zero-tokens 0.5)
     FP4MOE_SM90_TMAB=$((v == 1)) timeout 50 ncu --clock-control none -k regex:sm90_rsws --launch-count 4 \
       --metrics gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,lts__t_bytes.sum.per_second,l1tex__m_xbar2l1tex_read_bytes.sum.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active \
