@@ -103,13 +103,16 @@ enum TraceEvent {
   // waiting for free stages and issuing copies
   kTrSumWait1, kTrSumWait2, kTrSumMeet, kTrSumEpi, kTrSumFree, kTrSumIssue, kTraceEvents
 };
-constexpr int kTrSums = kTrSumWait1, kTrSumCount = kTraceEvents - kTrSumWait1;
 
 #if defined(FP4MOE_LAYER_WATCHDOG)
 __device__ int g_layer_abort = 0;  // (declared for every target: the host stub names it)
 #endif
 
 #if defined(FP4MOE_SM90A)
+// The summed events' first and their count (in the sm_90a kernel only: the other targets' passes
+// would warn of them unused).
+constexpr int kTrSums = kTrSumWait1, kTrSumCount = kTraceEvents - kTrSumWait1;
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
