@@ -62,31 +62,30 @@ def main() -> int:
         print("no kernels in", sys.argv[1])
         return 1
     extra = sorted({k for _, m in rows for k in m if k != "gpu__time_duration.sum"})
-    moved = [k for k in extra if "bytes" in k and k.endswith(".per_second")]  # rates of bytes: + GB moved
-    counted = [k for k in extra if "cycles" in k and k.endswith(".per_second")]  # rates of cycles: + millions
+    # Columns derived from rates (metric, head, divisor, legend's unit): the bytes a launch moved
+    # in GB, the cycles it took in millions (rate x duration).
+    rates = [k for k in extra if k.endswith(".per_second")]
+    derived = [(k, short_name(k)[:13] + " GB", 1e9, "") for k in rates if "bytes" in k]
+    derived += [(k, short_name(k)[:14] + " M", 1e6, ", millions") for k in rates if "cycles" in k]
     # one forward = the run of kernels up to the first repeat of the first kernel's name
     first = rows[0][0]
     starts = [i for i, (n, _) in enumerate(rows) if n == first]
     last = rows[starts[-2]:starts[-1]] if len(starts) >= 2 else rows
     total = sum(m["gpu__time_duration.sum"] for _, m in last) / 1e3
     width = max([40] + [len(n) for n, _ in last])
-    heads = [short_name(k) for k in extra] + [short_name(k)[:13] + " GB" for k in moved]
-    heads += [short_name(k)[:14] + " M" for k in counted]
+    heads = [short_name(k) for k in extra] + [head for _, head, _, _ in derived]
     if extra:
         print(f"  {'kernel':{width}s} {'us':>9s}    " + " ".join(f"{h:>16s}" for h in heads))
     for n, m in last:
         seconds = m["gpu__time_duration.sum"] * 1e-9
         cols = [cell(m[k]) if k in m else f"{'-':>16s}" for k in extra]
-        cols += [cell(m[k] * seconds / 1e9) if k in m else f"{'-':>16s}" for k in moved]
-        cols += [cell(m[k] * seconds / 1e6) if k in m else f"{'-':>16s}" for k in counted]
+        cols += [cell(m[k] * seconds / div) if k in m else f"{'-':>16s}" for k, _, div, _ in derived]
         print(f"  {n:{width}s} {m['gpu__time_duration.sum'] / 1e3:9.1f} us " + " ".join(cols))
     print(f"  {'sum of kernels':{width}s} {total:9.1f} us ({len(last)} kernels)")
     for k in extra:
         print(f"    {short_name(k)}: {k}")
-    for k in moved:
-        print(f"    {short_name(k)[:13]} GB: {k} x gpu__time_duration.sum")
-    for k in counted:
-        print(f"    {short_name(k)[:14]} M: {k} x gpu__time_duration.sum, millions")
+    for k, head, _, unit in derived:
+        print(f"    {head}: {k} x gpu__time_duration.sum{unit}")
     return 0
 
 
