@@ -9,6 +9,11 @@ usage: ab_summary.py DIR [--base VARIANT] [--stat median|mean]
 
 Variant names hold no '-'. The base is --base, else 'main' when present, else the first name in
 sorted order. A file with no result rows (a run that failed or was cut short) counts for nothing.
+
+Where the outputs carry the SM clock of their timed replays (the bench's "SM clock N MHz" line
+under a row, where NVML is present), a second table gives each variant's clock (the same statistic
+over its processes) and its change in clock and in cycles (µs x MHz) against the base: under the
+power cap two variants can differ by clock alone, and the cycles say whether a change saved work.
 """
 import argparse
 import pathlib
@@ -17,34 +22,48 @@ import statistics
 import sys
 
 ROW = re.compile(r"^\s+(\d+)\s+(\d+(?:\.\d+)?)\s")
+CLOCK = re.compile(r"^\s+SM clock (\d+(?:\.\d+)?) MHz")
 
 
-def read_rows(path):
-    """{tokens: forward µs} from one bench output (the rows under the 'tokens  forward us' header)."""
-    rows, in_table = {}, False
+def read_output(path):
+    """({tokens: forward µs}, {tokens: SM MHz}) from one bench output: the rows under the
+    'tokens  forward us' header, and the clock line right under a row where there is one."""
+    rows, clocks, in_table, last = {}, {}, False, None
     for line in path.read_text(errors="replace").splitlines():
         if line.strip().startswith("tokens") and "forward us" in line:
             in_table = True
             continue
-        m = ROW.match(line) if in_table else None
+        if not in_table:
+            continue
+        m = ROW.match(line)
         if m:
-            rows[int(m.group(1))] = float(m.group(2))
-    return rows
+            last = int(m.group(1))
+            rows[last] = float(m.group(2))
+            continue
+        c = CLOCK.match(line)
+        if c and last is not None:
+            clocks[last] = float(c.group(1))
+        last = None
+    return rows, clocks
 
 
 def collect(folder):
-    """{(model, tokens): {variant: [µs, ...]}} and the variants seen, sorted."""
-    runs, variants = {}, set()
+    """{(model, tokens): {variant: [µs, ...]}}, the variants seen, sorted, and
+    {(model, tokens): {variant: [MHz, ...]}} of the outputs with a clock line."""
+    runs, variants, clocks = {}, set(), {}
     for path in sorted(pathlib.Path(folder).glob("*.txt")):
         parts = path.stem.rsplit("-", 2)
         if len(parts) != 3:
             continue
         model, variant, _rep = parts
         model = model.split("@")[0]  # MODEL_QUANT@TOKENS (device_lib.sh's ab_point): the tokens are in the rows
-        for tokens, us in read_rows(path).items():
+        rows, mhz = read_output(path)
+        for tokens, us in rows.items():
             runs.setdefault((model, tokens), {}).setdefault(variant, []).append(us)
             variants.add(variant)
-    return runs, sorted(variants)
+        for tokens, f in mhz.items():
+            clocks.setdefault((model, tokens), {}).setdefault(variant, []).append(f)
+    return runs, sorted(variants), clocks
 
 
 def table(runs, variants, base, stat="median"):
@@ -68,13 +87,36 @@ def table(runs, variants, base, stat="median"):
     return "\n".join(lines)
 
 
+def clock_table(runs, clocks, variants, base, stat="median"):
+    """Each variant's SM clock and its change in clock and cycles (µs x MHz) against base, where
+    both have clock lines; "" when no point has them."""
+    of = statistics.median if stat == "median" else statistics.mean
+    others = [v for v in variants if v != base]
+    head = f"| model | T | {base} {stat} MHz (n) |" + "".join(f" {v} MHz (n) | clock | cycles |" for v in others)
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for key in sorted(clocks):
+        got, us = clocks[key], runs.get(key, {})
+        if base not in got or base not in us:
+            continue
+        bf, bu = of(got[base]), of(us[base])
+        cells = [key[0], str(key[1]), f"{bf:.0f} ({len(got[base])})"]
+        for v in others:
+            if v in got and v in us:
+                f, u = of(got[v]), of(us[v])
+                cells += [f"{f:.0f} ({len(got[v])})", f"{100 * (f / bf - 1):+.1f}%", f"{100 * (u * f / (bu * bf) - 1):+.1f}%"]
+            else:
+                cells += ["-", "-", "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder")
     ap.add_argument("--base", default=None)
     ap.add_argument("--stat", choices=["median", "mean"], default="median")
     a = ap.parse_args(argv)
-    runs, variants = collect(a.folder)
+    runs, variants, clocks = collect(a.folder)
     if not variants:
         print(f"ab_summary: {a.folder}: no <model>-<variant>-<rep>.txt file with result rows", file=sys.stderr)
         return 1
@@ -83,6 +125,10 @@ def main(argv):
         print(f"ab_summary: --base: got {base}, need one of {', '.join(variants)}", file=sys.stderr)
         return 1
     print(table(runs, variants, base, a.stat))
+    ct = clock_table(runs, clocks, variants, base, a.stat)
+    if ct:
+        print("\nSM clock over the timed replays, and the change in cycles (µs x MHz):\n")
+        print(ct)
     return 0
 
 

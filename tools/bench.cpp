@@ -659,6 +659,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
     // Replay v reads set v % sets with weight copy v % n, n the copies this T needs: the
     // same weight bytes come back only every n replays, after >= kL2Multiple L2s of others.
     std::vector<double> fwd_us, route_us, base_us;
+    ClockStats clocks;  // over the forward's timed replays (CUDA, NVML present)
     GraphNodeTimes node_times;
     node_times.rest_us = o.rest_us;
     int n_copies = 1, n_base_copies = 0;
@@ -671,7 +672,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
         ForwardArgs a = sb[size_t(v % sets)].fwd;
         a.stream = stream;
         layers[size_t(v % n_copies)].forward(a);
-      }, warmup, iters, &note, o.nodes ? &node_times : nullptr, o.layers, warmup_ms);
+      }, warmup, iters, &note, o.nodes ? &node_times : nullptr, o.layers, warmup_ms, true, &clocks);
       if (!note.empty()) timing_note = "forward: " + note;
       note.clear();
       route_us = time_cuda(dev_id, sets, [&](int v, void* stream) {
@@ -793,6 +794,13 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
     }
     std::printf("%8lld %11.1f %9.1f %8.1f %7.3f %8.1f %10s %6s %11s %8s  %s\n", (long long)T, us, rus, touched, tbs,
                 tflops, floor_s, frac_s, base_s, speed_s, check_s);
+    // The clock the forward's timed replays ran at (scripts/ab_summary.py reads this line).
+    if (clocks.samples > 0) {
+      char power_s[48] = "";
+      if (std::isfinite(clocks.power_w_mean)) std::snprintf(power_s, sizeof power_s, ", board %.0f W", clocks.power_w_mean);
+      std::printf("%8s SM clock %.0f MHz (median of %d readings over the timed replays, min %.0f)%s\n", "",
+                  clocks.sm_mhz_median, clocks.samples, clocks.sm_mhz_min, power_s);
+    }
     if (o.nodes && dev == DeviceType::cuda) {
       if (node_times.note.empty()) {
         const std::string rest_s = o.rest_us > 0 ? ", each after " + std::to_string(o.rest_us) + " µs idle" : "";
@@ -834,7 +842,11 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
              {"baseline_bytes", touched * bf16_expert + act_bytes},
              {"baseline_rel_l2_vs_fp4moe", num_or_null(base_ok, base_rel)},
              {"baseline_agrees", base_agrees},
-             {"speedup_vs_baseline", num_or_null(base_ok, bus / us)}};
+             {"speedup_vs_baseline", num_or_null(base_ok, bus / us)},
+             {"clock_readings", clocks.samples},
+             {"sm_clock_mhz_median", num_or_null(clocks.samples > 0, clocks.sm_mhz_median)},
+             {"sm_clock_mhz_min", num_or_null(clocks.samples > 0, clocks.sm_mhz_min)},
+             {"power_w_mean", num_or_null(std::isfinite(clocks.power_w_mean), clocks.power_w_mean)}};
     if (o.nodes && dev == DeviceType::cuda) {
       json list = json::array();
       for (size_t j = 0; j < node_times.names.size(); ++j)

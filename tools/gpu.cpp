@@ -138,40 +138,65 @@ namespace {
 
 // The few NVML entries the bench reads, declared here so that neither nvml.h nor
 // libnvidia-ml is needed to build or run (values from nvml.h: NVML_CLOCK_SM = 1,
-// NVML_CLOCK_MEM = 2, NVML_SUCCESS = 0).
+// NVML_CLOCK_MEM = 2, NVML_SUCCESS = 0). Loaded and initialised once per process, never shut
+// down (the clock sampler reads it during every timed run; unloading NVML mid-process is not
+// worth the risk).
 using NvmlDevice = struct NvmlDeviceOpaque*;
 constexpr int kNvmlClockSm = 1, kNvmlClockMem = 2;
 
-void read_nvml(const std::string& pci_bus_id, GpuInfo* g) {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    g->nvml_note = "libnvidia-ml.so.1 not found: current clocks unknown";
-    return;
-  }
-  using Init = int (*)();
+struct Nvml {
   using ByPci = int (*)(const char*, NvmlDevice*);
   using Clock = int (*)(NvmlDevice, int, unsigned*);
+  using Power = int (*)(NvmlDevice, unsigned*);
   using Driver = int (*)(char*, unsigned);
-  auto init = reinterpret_cast<Init>(dlsym(lib, "nvmlInit_v2"));
-  auto shutdown = reinterpret_cast<Init>(dlsym(lib, "nvmlShutdown"));
-  auto by_pci = reinterpret_cast<ByPci>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-  auto clock = reinterpret_cast<Clock>(dlsym(lib, "nvmlDeviceGetClockInfo"));
-  auto driver = reinterpret_cast<Driver>(dlsym(lib, "nvmlSystemGetDriverVersion"));
-  if (!init || !shutdown || !by_pci || !clock || init() != 0) {
-    g->nvml_note = "NVML present but could not be initialised: current clocks unknown";
-    return;  // the library stays loaded: unloading NVML mid-process is not worth the risk
+  bool ok = false;
+  std::string why;  // why not ok
+  ByPci by_pci = nullptr;
+  Clock clock = nullptr;
+  Power power = nullptr;  // nvmlDeviceGetPowerUsage, mW; may be missing
+  Driver driver = nullptr;
+
+  static const Nvml& get() {
+    static const Nvml n = [] {
+      Nvml m;
+      void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+      if (!lib) {
+        m.why = "libnvidia-ml.so.1 not found: current clocks unknown";
+        return m;
+      }
+      using Init = int (*)();
+      auto init = reinterpret_cast<Init>(dlsym(lib, "nvmlInit_v2"));
+      m.by_pci = reinterpret_cast<ByPci>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+      m.clock = reinterpret_cast<Clock>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+      m.power = reinterpret_cast<Power>(dlsym(lib, "nvmlDeviceGetPowerUsage"));
+      m.driver = reinterpret_cast<Driver>(dlsym(lib, "nvmlSystemGetDriverVersion"));
+      if (!init || !m.by_pci || !m.clock || init() != 0) {
+        m.why = "NVML present but could not be initialised: current clocks unknown";
+        return m;
+      }
+      m.ok = true;
+      return m;
+    }();
+    return n;
+  }
+};
+
+void read_nvml(const std::string& pci_bus_id, GpuInfo* g) {
+  const Nvml& n = Nvml::get();
+  if (!n.ok) {
+    g->nvml_note = n.why;
+    return;
   }
   NvmlDevice d = nullptr;
   unsigned mhz = 0;
-  if (by_pci(pci_bus_id.c_str(), &d) == 0) {
-    if (clock(d, kNvmlClockSm, &mhz) == 0) g->sm_clock_now_mhz = int(mhz);
-    if (clock(d, kNvmlClockMem, &mhz) == 0) g->mem_clock_now_mhz = int(mhz);
+  if (n.by_pci(pci_bus_id.c_str(), &d) == 0) {
+    if (n.clock(d, kNvmlClockSm, &mhz) == 0) g->sm_clock_now_mhz = int(mhz);
+    if (n.clock(d, kNvmlClockMem, &mhz) == 0) g->mem_clock_now_mhz = int(mhz);
   } else {
     g->nvml_note = "NVML does not know PCI bus " + pci_bus_id;
   }
   char ver[96] = {};
-  if (driver && driver(ver, sizeof ver) == 0) g->driver = ver;
-  shutdown();
+  if (n.driver && n.driver(ver, sizeof ver) == 0) g->driver = ver;
 }
 
 }  // namespace
@@ -206,6 +231,29 @@ GpuInfo cuda_gpu_info(int device) {
   (void)cudaGetLastError();
 #endif
   return g;
+}
+
+ClockSampler::Read nvml_clock_reader(int device) {
+#if defined(FP4MOE_WITH_CUDA)
+  const Nvml& n = Nvml::get();
+  if (!n.ok) return {};
+  char bus[32] = {};
+  NvmlDevice d = nullptr;
+  const bool found = cudaDeviceGetPCIBusId(bus, sizeof bus, device) == cudaSuccess && n.by_pci(bus, &d) == 0;
+  (void)cudaGetLastError();
+  if (!found) return {};
+  return [&n, d](ClockReading* r) {
+    unsigned v = 0;
+    if (n.clock(d, kNvmlClockSm, &v) != 0) return false;
+    r->sm_mhz = v;
+    r->has_power = n.power && n.power(d, &v) == 0;
+    r->power_mw = r->has_power ? v : 0;
+    return true;
+  };
+#else
+  (void)device;
+  return {};
+#endif
 }
 
 std::string short_kernel_name(const std::string& demangled) {
@@ -320,7 +368,7 @@ std::vector<std::string> instrument_chain(cudaGraph_t graph, std::vector<cudaEve
 
 std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
                               int warmup, int iters, std::string* note, GraphNodeTimes* nodes, int per_graph,
-                              double warmup_ms, bool capture) {
+                              double warmup_ms, bool capture, ClockStats* clocks) {
 #if defined(FP4MOE_WITH_CUDA)
   if (per_graph < 1) throw std::invalid_argument("time_cuda: per_graph: got " + std::to_string(per_graph) + ", need >= 1");
   if (nodes && per_graph != 1) throw std::invalid_argument("time_cuda: nodes are timed with per_graph 1 only");
@@ -390,12 +438,18 @@ std::vector<double> time_cuda(int device, int variants, const std::function<void
   }
   std::vector<cudaEvent_t> ev(2 * size_t(iters));
   for (auto& e : ev) CLI_CUDA(cudaEventCreate(&e));
-  for (int i = 0; i < iters; ++i) {
-    CLI_CUDA(cudaEventRecord(ev[2 * i], stream));
-    run(i % variants);
-    CLI_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
+  {
+    // The clock while the timed replays run: sampled every 2 ms (NVML's reading takes ~tens of µs
+    // on the host, off the GPU's path).
+    ClockSampler sampler(clocks ? nvml_clock_reader(device) : ClockSampler::Read{}, std::chrono::milliseconds(2));
+    for (int i = 0; i < iters; ++i) {
+      CLI_CUDA(cudaEventRecord(ev[2 * i], stream));
+      run(i % variants);
+      CLI_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
+    }
+    CLI_CUDA(cudaStreamSynchronize(stream));
+    if (clocks) *clocks = sampler.stop();
   }
-  CLI_CUDA(cudaStreamSynchronize(stream));
   std::vector<double> us(iters);
   for (int i = 0; i < iters; ++i) {
     float ms = 0;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "clock_sampler.hpp"
 #include "fp4moe/fp4moe.hpp"
 
 namespace fp4moe::cli {
@@ -61,6 +62,9 @@ struct GpuInfo {
   std::string nvml_note;           // why current clocks are missing
 };
 GpuInfo cuda_gpu_info(int device);
+// NVML's SM clock and board power of `device` for a ClockSampler; empty (nothing sampled) where
+// this build has no CUDA, NVML is absent or does not know the device.
+ClockSampler::Read nvml_clock_reader(int device);
 
 // Each node of a captured graph timed in place (time_cuda's `nodes`): a copy of each
 // variant's graph gets an event record node between every two nodes of its chain, and is
@@ -92,9 +96,12 @@ struct GraphNodeTimes {
 // capture = false: direct launches on the stream, no graph. A cudaMemcpyAsync captured into a
 // graph becomes a memcpy node that the copy engines run (2.7 TB/s on the H200, v51), where the
 // same call on a stream runs as the driver's copy kernel (4.25 TB/s).
+// clocks: the SM clock and board power over the timed replays (NVML every 2 ms, ClockSampler;
+// samples 0 without NVML).
 std::vector<double> time_cuda(int device, int variants, const std::function<void(int, void*)>& launch,
                               int warmup, int iters, std::string* note, GraphNodeTimes* nodes = nullptr,
-                              int per_graph = 1, double warmup_ms = 0, bool capture = true);
+                              int per_graph = 1, double warmup_ms = 0, bool capture = true,
+                              ClockStats* clocks = nullptr);
 
 // "ns::sm90_rsws_gemm<8, true, 4, false>(Params, WeightMaps)" -> "sm90_rsws_gemm<8, true, 4, false>":
 // a demangled kernel name without its scopes and parameter list.

@@ -95,3 +95,48 @@ def test_tokens_in_the_name_are_one_model(tmp_path):
         f"| qwen3-30b_w4a16 | 2048 | 416.0 (1) | 414.0 (1) | -2.0 ({100 * (414.0 / 416.0 - 1):+.1f}%) |",
         f"| qwen3-30b_w4a16 | 8192 | 1260.0 (1) | 1250.0 (1) | -10.0 ({100 * (1250.0 / 1260.0 - 1):+.1f}%) |",
     ]
+
+
+def bench_output_with_clocks(rows):
+    """rows: (tokens, µs, MHz or None): each row followed by the bench's clock line where MHz is given."""
+    out = HEAD
+    for t, us, mhz in rows:
+        out += f"{t:8d} {us:11.1f}      10.1      8.0   0.980      3.5        n/a    n/a  -\n"
+        if mhz is not None:
+            out += f"         SM clock {mhz} MHz (median of 40 readings over the timed replays, min {mhz - 30}), board 690 W\n"
+    return out
+
+
+def test_clock_lines_give_the_clock_and_cycles_table(tmp_path):
+    # main: 1000 us at 1600 MHz (median of 3); fast: 900 us at 1760 MHz: 10% less time, but 10% more
+    # clock, so the cycles changed by 900 * 1760 / (1000 * 1600) - 1 = -1.0%
+    for i, (us, mhz) in enumerate([(1000.0, 1600), (1010.0, 1590), (995.0, 1610)]):
+        (tmp_path / f"kimi-k2-main-{i}.txt").write_text(bench_output_with_clocks([(16384, us, mhz), (8192, 500.0, None)]))
+    for i, (us, mhz) in enumerate([(900.0, 1760), (905.0, 1750), (899.0, 1770)]):
+        (tmp_path / f"kimi-k2-fast-{i}.txt").write_text(bench_output_with_clocks([(16384, us, mhz), (8192, 450.0, None)]))
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.strip().splitlines()
+    # the time table as before: both token counts
+    assert out[0] == "| model | T | main median µs (n) | fast µs (n) | change |"
+    assert out[2].startswith("| kimi-k2 | 8192 | 500.0 (3) | 450.0 (3) |")
+    assert out[3].startswith("| kimi-k2 | 16384 | 1000.0 (3) | 900.0 (3) |")
+    # then the clock table: only T = 16384 has clock lines
+    at = out.index("SM clock over the timed replays, and the change in cycles (µs x MHz):")
+    clock = out[at + 2:]
+    assert clock[0] == "| model | T | main median MHz (n) | fast MHz (n) | clock | cycles |"
+    cycles = 100 * (900.0 * 1760 / (1000.0 * 1600) - 1)
+    assert clock[2:] == [f"| kimi-k2 | 16384 | 1600 (3) | 1760 (3) | {100 * (1760 / 1600 - 1):+.1f}% | {cycles:+.1f}% |"]
+
+
+def test_a_clock_line_not_under_a_row_is_not_read(tmp_path):
+    # a clock line before the table, and one after a line that is not a row, belong to no row
+    text = HEAD.replace("  tokens", "         SM clock 1500 MHz (stray)\n  tokens") + \
+        f"{128:8d} {100.0:11.1f}      10.1      8.0   0.980      3.5        n/a    n/a  -\n" + \
+        "note: something\n         SM clock 1700 MHz (median of 2 readings over the timed replays, min 1700)\n"
+    (tmp_path / "qwen3-30b-main-1.txt").write_text(text)
+    (tmp_path / "qwen3-30b-new-1.txt").write_text(text)
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "SM clock over" not in r.stdout
+    assert r.stdout.strip().splitlines()[2] == "| qwen3-30b | 128 | 100.0 (1) | 100.0 (1) | +0.0 (+0.0%) |"
