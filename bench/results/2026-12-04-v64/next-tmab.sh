@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Prepared in v64 for the next session: branch tmab (be88d69, rebased on main 6ab1940): GEMM 2's
+# Prepared in v64 for the next session: branch tmab (be88d69, rebased on main 6ab1940; ea2f92a on
+# 3c9e6ec since v65): GEMM 2's
 # rsws launches (rsws at 64 and 128 tokens, its wide widths, rsws4 and its narrow widths) bring B
 # (h's rows, contiguous per tile) by one TMA box of 64 k x the tile's rows a k-block instead of
 # 128 producer threads' cp.async; producer warp 0 walks the ring, thread 0 issues every box and
 # is the full barriers' one arrival. Off unless FP4MOE_SM90_TMAB=1. v64 ran v63's build: its
 # first launch hung (large_nvfp4_rsws_tmab_3ctas; every tmab bench process ran into its 60 s
 # limit), because every lane of warp 0 issued B's box, 32 times the bytes expect_tx counted. The
-# fix (be88d69) issues it from thread 0 alone. CPU tests only since. Build here first:
+# fix (be88d69) issues it from thread 0 alone. CPU tests only since. (v65 rebased tmab on main
+# 3c9e6ec, as ea2f92a, and rebuilt .carry/tb from it: the bench's clock line under each row, which
+# ab_summary.py turns into each variant's clock and change in cycles.) Build here first:
 #   git worktree add -f /tmp/wt-tmab tmab && cmake -S /tmp/wt-tmab -B /tmp/wt-tmab/build -G Ninja \
 #     -DCMAKE_BUILD_TYPE=Release -DFP4MOE_CUDA_ARCHS=90a && ninja -C /tmp/wt-tmab/build fp4moe fp4moe_tests
 #   mkdir -p .carry/tb && w=/tmp/wt-tmab/build && strip -o /tmp/t $w/fp4moe_tests && \
