@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "api/validate.hpp"
@@ -94,15 +95,60 @@ TEST(ApiTensor, EnumNames) {
   EXPECT_GT(std::strlen(version()), 0u);
 }
 
+TEST(ApiTensor, ExtremeExtentsNeitherOverflowNorCount) {
+  // Views a caller may pass with any extents: no arithmetic on them overflows (UBSan, v65), a
+  // negative extent holds nothing, and counts past int64 / size_t saturate.
+  int x = 0;
+  TensorView t = TensorView::of(&x, DType::f32, {2, 3});
+  t.shape[0] = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_NE(t.describe().find(std::to_string(std::numeric_limits<int64_t>::min())), std::string::npos);
+  t.shape[0] = int64_t(1) << 62;
+  t.shape[1] = 4;
+  EXPECT_EQ(t.numel(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(t.nbytes(), std::numeric_limits<size_t>::max());
+  t.shape[0] = 4;  // row-major, though the extents' product is past int64
+  t.shape[1] = int64_t(1) << 62;
+  t.stride[0] = int64_t(1) << 62;
+  EXPECT_TRUE(t.is_contiguous());  // (the product past the outer dim is never needed)
+  TensorView u = TensorView::of(&x, DType::u8, {2, 2, 2});
+  u.shape[1] = u.shape[2] = int64_t(1) << 40;  // (1 << 80) would be the outer stride
+  u.stride[1] = int64_t(1) << 40;
+  u.stride[0] = 12345;
+  EXPECT_FALSE(u.is_contiguous());
+  EXPECT_EQ(TensorView::of(&x, DType::bf16, {3, 0, 5}).numel(), 0);
+}
+
 TEST(ApiValidate, MisalignedCudaPointerIsRejected) {
   TensorView t = TensorView::of(reinterpret_cast<void*>(0x10008), DType::bf16, {4, 64}, DeviceType::cuda, 0);
   expect_error([&] { detail::expect_tensor("entry", "x", t, DType::bf16, {4, 64}, detail::Place::cuda(0)); },
                ErrorKind::invalid_argument, {"entry: x:", "aligned to 16 bytes"});
   t.data = reinterpret_cast<void*>(0x10010);
   EXPECT_NO_THROW(detail::expect_tensor("entry", "x", t, DType::bf16, {4, 64}, detail::Place::cuda(0)));
-  // the CPU has no such requirement
+  // the CPU needs the element's alignment only
   TensorView c = TensorView::of(reinterpret_cast<void*>(0x10008), DType::bf16, {4, 64});
   EXPECT_NO_THROW(detail::expect_tensor("entry", "x", c, DType::bf16, {4, 64}, detail::Place::cpu()));
+}
+
+TEST(ApiValidate, HostPointerMisalignedForItsElementIsRejected) {
+  // A misaligned f32 on the host was read as f32 (undefined; UBSan in the reference, v65).
+  TensorView c = TensorView::of(reinterpret_cast<void*>(0x10002), DType::f32, {4, 8});
+  expect_error([&] { detail::expect_tensor("entry", "w", c, DType::f32, {4, 8}, detail::Place::cpu()); },
+               ErrorKind::invalid_argument, {"entry: w:", "aligned to 4 bytes"});
+  c.data = reinterpret_cast<void*>(0x10004);
+  EXPECT_NO_THROW(detail::expect_tensor("entry", "w", c, DType::f32, {4, 8}, detail::Place::cpu()));
+  // prepare's checkpoint tensors (anywhere) may sit unaligned in a safetensors file: read by memcpy
+  c.data = reinterpret_cast<void*>(0x10001);
+  EXPECT_NO_THROW(detail::expect_tensor("entry", "w", c, DType::f32, {4, 8}, detail::Place::anywhere()));
+}
+
+TEST(ApiValidate, ExtentsPastInt64BytesAreRejected) {
+  int x = 0;
+  TensorView t = TensorView::of(&x, DType::bf16, {4, 64});
+  t.shape[0] = int64_t(1) << 60;  // 2^67 bytes
+  t.stride[0] = 64;
+  expect_error([&] { detail::expect_tensor("entry", "h", t, DType::bf16, {detail::kAnyExtent, 64}, detail::Place::cpu()); },
+               ErrorKind::invalid_argument, {"entry: h:", "at most 2^63 - 1 bytes"});
 }
 
 TEST(ApiValidate, MessageHasTheSpecShape) {
@@ -303,6 +349,20 @@ TEST(ApiForwardBad, HiddenStatesNullPointer) {
   ForwardArgs a = f.args();
   a.hidden_states.data = nullptr;
   f.expect_rejected(a, {"hidden_states", "null pointer"});
+}
+TEST(ApiForwardBad, TopkWeightsMisaligned) {
+  Forward f(small_case());
+  ForwardArgs a = f.args();
+  std::vector<uint8_t> shifted(f.p.topk_weights.size() * 4 + 8);
+  std::memcpy(shifted.data() + 2, f.p.topk_weights.data(), f.p.topk_weights.size() * 4);
+  a.topk_weights.data = shifted.data() + 2;  // (vector storage is aligned: + 2 is not, for f32)
+  f.expect_rejected(a, {"topk_weights", "aligned to 4 bytes"});
+}
+TEST(ApiForwardBad, HiddenStatesTokensPastInt64Bytes) {
+  Forward f(small_case());
+  ForwardArgs a = f.args();
+  a.hidden_states.shape[0] = int64_t(1) << 60;
+  f.expect_rejected(a, {"hidden_states", "at most 2^63 - 1 bytes"});
 }
 TEST(ApiForwardBad, TopkWeightsWrongDtype) {
   Forward f(small_case());

@@ -56,9 +56,9 @@ struct TensorView {
   int device_id = 0;
 
   bool present() const { return ndim >= 0; }
-  int64_t numel() const;
+  int64_t numel() const;            // 0 with a negative extent; saturates at INT64_MAX
   bool is_contiguous() const;
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+  size_t nbytes() const;            // numel() x the dtype's size; saturates at SIZE_MAX
   std::string describe() const;     // "bf16[4, 7168] on cuda:0"
 
   // A contiguous (row-major) view.

@@ -1,4 +1,5 @@
 // Tensors, enum names, errors and the version: the vocabulary every other file uses.
+#include <limits>
 #include <sstream>
 
 #include "backend.hpp"
@@ -71,11 +72,23 @@ const char* to_string(RoutingMethod v) {
 // not contiguous, and every check rejects it by its dims before reading its shape.
 static bool well_formed(const TensorView& t) { return t.ndim >= -1 && t.ndim <= TensorView::kMaxDims; }
 
+// A negative extent makes a view malformed too (no elements; every check rejects it by its
+// shape), and a product past int64 saturates, so that describing any view, the rejected ones
+// included, overflows nothing (UBSan found 2 * INT64_MIN here, v65).
 int64_t TensorView::numel() const {
   if (ndim < 0 || !well_formed(*this)) return 0;
+  for (int d = 0; d < ndim; ++d)
+    if (shape[d] <= 0) return 0;
   int64_t n = 1;
-  for (int d = 0; d < ndim; ++d) n *= shape[d];
+  for (int d = 0; d < ndim; ++d)
+    if (__builtin_mul_overflow(n, shape[d], &n)) return std::numeric_limits<int64_t>::max();
   return n;
+}
+
+size_t TensorView::nbytes() const {
+  size_t b = 0;
+  if (__builtin_mul_overflow(size_t(numel()), dtype_size(dtype), &b)) return std::numeric_limits<size_t>::max();
+  return b;
 }
 
 // Row-major; dims of extent 1 may carry any stride (as in PyTorch), and an empty
@@ -86,7 +99,8 @@ bool TensorView::is_contiguous() const {
   int64_t want = 1;
   for (int d = ndim - 1; d >= 0; --d) {
     if (shape[d] != 1 && stride[d] != want) return false;
-    want *= shape[d];
+    // A stride past int64 cannot be matched: such a view is no contiguous one.
+    if (d > 0 && __builtin_mul_overflow(want, shape[d], &want)) return false;
   }
   return true;
 }

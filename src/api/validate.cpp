@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 namespace fp4moe::detail {
 
@@ -75,11 +76,17 @@ void expect_tensor(std::string_view entry, std::string_view arg, const TensorVie
   bool dtype_ok = false;
   for (DType d : dtypes) dtype_ok |= t.dtype == d;
   if (!dtype_ok) fail_tensor(entry, arg, t, need);
+  // Its bytes must be countable: every size computed from its extents (a workspace's, a byte
+  // range for the overlap checks) then is too.
+  if (t.nbytes() > size_t(std::numeric_limits<int64_t>::max()))
+    fail_tensor(entry, arg, t, need + " of at most 2^63 - 1 bytes");
   expect_place(entry, arg, t, place, need);
   expect_contiguous(entry, arg, t, need);
   if (t.numel() > 0 && t.data == nullptr) fail_got(entry, arg, t.describe() + " at a null pointer", "data");
   if (!place.any && place.device == DeviceType::cuda)
     expect_aligned(entry, arg, t, place.element_aligned ? dtype_size(t.dtype) : 16);
+  else if (!place.any && t.numel() > 0)  // (prepare's tensors, Place::anywhere, are read by memcpy)
+    expect_aligned(entry, arg, t, dtype_size(t.dtype));  // host: what a load of the element type needs
 }
 
 bool expect_optional(std::string_view entry, std::string_view arg, const TensorView& t,

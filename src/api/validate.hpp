@@ -41,9 +41,11 @@ inline constexpr int64_t kAnyExtent = -1;
 std::string spec_string(const std::vector<DType>& dtypes, const std::vector<int64_t>& shape, Place place);
 
 // The full check of one required tensor argument, in this order: present, dims and
-// extents, dtype, device, contiguous, non-null data when it has elements, and on CUDA
-// a 16-byte aligned data pointer (vector loads rely on it; Place::element_aligned
-// relaxes this to the element size).
+// extents (their bytes countable in int64), dtype, device, contiguous, non-null data when it
+// has elements, and on CUDA a 16-byte aligned data pointer (vector loads rely on it;
+// Place::element_aligned relaxes this to the element size), on the host one aligned to its
+// element size (a misaligned f32 was read as such: undefined, UBSan, v65); anywhere
+// (Place::any: prepare's checkpoint tensors, which it reads by memcpy) no alignment.
 void expect_tensor(std::string_view entry, std::string_view arg, const TensorView& t,
                    const std::vector<DType>& dtypes, const std::vector<int64_t>& shape, Place place);
 inline void expect_tensor(std::string_view entry, std::string_view arg, const TensorView& t, DType dtype,
