@@ -1,12 +1,14 @@
-// Layer::forward under random bad arguments (SPEC §6), on the host backends: each trial takes a
-// valid call, breaks one or two things at random (an extent, the rank, a stride, the dtype, the
-// device, the pointer, an expert id, a flag, two buffers overlapping), calls forward, and checks
-// what any call must do: either it succeeds, or it throws fp4moe::Error (invalid_argument or
-// unsupported) whose message names an argument, and in both cases no byte outside what the call
-// may write changes (every buffer sits in an allocation 16x its size, the rest poisoned). A
-// failure prints the trial's seed and mutations. The single-mutation cases of test_api.cpp check
-// the exact messages; this looks for the combinations nobody wrote down, and runs under ASan and
-// UBSan in scripts/test_sanitize.sh (an overflowing extent, an access past a buffer).
+// The public entries under random bad arguments (SPEC §6), on the host backends: Layer::forward,
+// forward_batched, route and Layer::prepare. Each trial takes a valid call, breaks one or two
+// things at random (an extent, the rank, a stride, the dtype, the device, the pointer, an expert
+// id or count, a flag, two buffers overlapping, a field of the layer's description), makes the
+// call, and checks what any call must do: either it succeeds, or it throws fp4moe::Error
+// (invalid_argument or unsupported) whose message names an argument, and in both cases no byte
+// outside what the call may write changes (every buffer sits in an allocation 16x its size, the
+// rest poisoned). A failure prints the trial's seed and mutations. The single-mutation cases of
+// test_api.cpp check the exact messages; this looks for the combinations nobody wrote down, and
+// runs under ASan and UBSan in scripts/test_sanitize.sh (found in v65: an extent product
+// overflowing int64 in TensorView, a misaligned host f32 read as such).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -399,6 +401,103 @@ TEST_P(ApiMutations, RouteBadArgumentsAreNamedErrorsAndWriteNothingOutsideTheCal
     expect_nothing_outside(ctx, threw, err, before, {{&aw, &a.topk_weights}, {&ai, &a.topk_ids}});
   }
   EXPECT_GT(rejected, 100);
+  EXPECT_GT(accepted, 1);
+}
+
+TEST_P(ApiMutations, PrepareBadArgumentsAreNamedErrorsAndChangeNoWeight) {
+  // NVFP4 W4A4 with an expert map and MXFP4 with biases take turns: every checkpoint tensor is
+  // present in one of them. The weights are copied into arenas; the description is mutated too.
+  const uint64_t seed = std::random_device{}();
+  std::mt19937_64 rng(seed);
+  testing::MoECase nv = small(), mx = small();
+  nv.aq = ActQuant::nvfp4;
+  nv.E_local = 3;
+  mx.wf = WeightFormat::mxfp4;
+  mx.act = Activation::swiglu_oai;
+  mx.gate_up = GateUpLayout::interleaved;
+  mx.bias = true;
+  const testing::MoEProblem problems[2] = {testing::make_problem(nv), testing::make_problem(mx)};
+  int rejected = 0, accepted = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const testing::MoEProblem& p = problems[trial % 2];
+    LayerDesc desc = p.desc;
+    CheckpointWeights w = p.weights;
+    TensorView* views[] = {&w.w13, &w.w13_scale, &w.w13_scale_2, &w.w2, &w.w2_scale, &w.w2_scale_2,
+                           &w.w13_input_scale, &w.w2_input_scale, &w.w13_bias, &w.w2_bias, &w.expert_map};
+    const char* names[] = {"w13", "w13_scale", "w13_scale_2", "w2", "w2_scale", "w2_scale_2", "w13_input_scale",
+                           "w2_input_scale", "w13_bias", "w2_bias", "expert_map", "desc."};
+    std::vector<Arena> arenas;
+    arenas.reserve(std::size(views));
+    for (TensorView* v : views)
+      if (v->present()) {
+        arenas.emplace_back(v->nbytes(), v->data);
+        v->data = arenas.back().mem.data();
+      }
+    // The expert map's entries, in its arena (whatever a mutation does to its view).
+    std::vector<int32_t*> map_slots;
+    if (w.expert_map.present())
+      for (int64_t e = 0; e < p.desc.num_experts; ++e) map_slots.push_back(static_cast<int32_t*>(w.expert_map.data) + e);
+    Trial t;
+    const int mutations = trial < 2 ? 0 : 1 + int(rng() % 2);  // trials 0, 1: the valid calls
+    for (int m = 0; m < mutations; ++m) {
+      switch (rng() % 4) {
+        case 0:
+        case 1: {
+          const int which = int(rng() % std::size(views));
+          if (views[which]->present()) mutate_view(rng, *views[which], names[which], t);
+          else if (!arenas.empty()) {  // a tensor the format does not take, given anyway
+            *views[which] = TensorView::of(arenas[0].mem.data(), DType::f32, {p.desc.num_experts});
+            t.what += std::string(names[which]) + " given ";
+          }
+          break;
+        }
+        case 2: {
+          // An expert map entry out of range or repeated.
+          mutate_value(rng, map_slots, {-2, 3, 0, 1, std::numeric_limits<int32_t>::max(), -1}, "an expert_map entry", t);
+          break;
+        }
+        default: {
+          const int64_t big[] = {0, -1, 16, 48, 96, int64_t(1) << 20, (int64_t(1) << 20) + 16, int64_t(1) << 40,
+                                 std::numeric_limits<int64_t>::max()};
+          switch (rng() % 8) {
+            case 0: desc.hidden = big[rng() % std::size(big)]; break;
+            case 1: desc.intermediate = big[rng() % std::size(big)]; break;
+            case 2: desc.num_experts = big[rng() % std::size(big)]; break;
+            case 3: desc.top_k = big[rng() % std::size(big)]; break;
+            case 4: desc.weight_format = WeightFormat(uint8_t(rng() % 3)); break;
+            case 5: desc.act_quant = ActQuant(uint8_t(rng() % 3)); break;
+            case 6: desc.swiglu_limit = rng() % 2 ? -1.0f : std::numeric_limits<float>::quiet_NaN(); break;
+            default: desc.gate_up = GateUpLayout(uint8_t(rng() % 3)); break;
+          }
+          t.what += "desc H " + std::to_string(desc.hidden) + " I " + std::to_string(desc.intermediate) + " E " +
+                    std::to_string(desc.num_experts) + " k " + std::to_string(desc.top_k) + " ";
+          break;
+        }
+      }
+    }
+    std::vector<std::vector<uint8_t>> before;
+    for (const Arena& a : arenas) before.push_back(a.mem);
+    const std::string ctx = context(seed, trial, t);
+    PrepareOptions po;
+    po.backend = GetParam();
+    bool threw = false;
+    std::string err;
+    try {
+      const Layer layer = Layer::prepare(desc, w, po);
+      (void)layer.workspace_size(1);
+      (void)layer.workspace_size(int64_t(1) << 20);
+    } catch (const Error& e) {
+      threw = check_error(ctx, e, std::vector<const char*>(std::begin(names), std::end(names)));
+      err = e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << ctx << ": not an fp4moe::Error: " << e.what();
+      continue;
+    }
+    if (trial < 2) ASSERT_FALSE(threw) << ctx << ": the valid call failed: " << err;
+    ++(threw ? rejected : accepted);
+    for (size_t i = 0; i < arenas.size(); ++i) EXPECT_TRUE(arenas[i].mem == before[i]) << ctx << ": a weight changed";
+  }
+  EXPECT_GT(rejected, 60);
   EXPECT_GT(accepted, 1);
 }
 
