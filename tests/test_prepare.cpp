@@ -530,6 +530,27 @@ TEST(PrepareTensor, CudaTensorWithoutCudaBuildIsUnsupported) {
   expect_bad(c, w, {"w2:", "on cuda:0", "no CUDA"}, ErrorKind::unsupported);
 #endif
 }
+TEST(PrepareTensor, CudaLabelOnHostMemoryOrAbsentDeviceIsNamed) {
+#if !defined(FP4MOE_WITH_CUDA)
+  GTEST_SKIP() << "this build rejects every CUDA tensor (CudaTensorWithoutCudaBuildIsUnsupported)";
+#else
+  // A host buffer labelled cuda:0 (no GPU: no such device; a GPU: not its memory), and one on a
+  // device id past the machine's: named errors, not the copy's CUDA error (v65).
+  const Ckpt c = make_ckpt(small_desc());
+  CheckpointWeights w = c.views();
+  w.w2.device = DeviceType::cuda;
+  expect_bad(c, w, {"w2:", "on cuda:0"});
+  try {
+    detail::prepare_host_weights(c.d, w);
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(m.find("present CUDA device") != std::string::npos || m.find("at its data pointer") != std::string::npos)
+        << m;
+  }
+  w.w2.device_id = 4096;
+  expect_bad(c, w, {"w2:", "on cuda:4096", "present CUDA device"});
+#endif
+}
 
 // ---------------------------------------------------------------------------
 // NaN / Inf in weights, reported with the tensor and the first bad index
