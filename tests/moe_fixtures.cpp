@@ -338,6 +338,18 @@ std::vector<float> bf16_to_float(const std::vector<uint16_t>& v) {
 // ---------------------------------------------------------------------------
 // The conformance table
 // ---------------------------------------------------------------------------
+MoECase small_api_case(const std::string& name, int64_t T, uint64_t seed) {
+  MoECase c;
+  c.name = name;
+  c.H = 64;
+  c.I = 32;
+  c.E = 4;
+  c.k = 2;
+  c.T = T;
+  c.seed = seed;
+  return c;
+}
+
 std::vector<MoECase> conformance_cases(bool include_full_size) {
   using WF = WeightFormat;
   using AQ = ActQuant;

@@ -51,6 +51,9 @@ inline void PrintTo(const MoECase& c, std::ostream* os) { *os << c.name; }
 // core): compare a slice of its tokens if that is too slow.
 std::vector<MoECase> conformance_cases(bool include_full_size);
 
+// The API tests' small NVFP4 W4A16 layer: H = 64, I = 32, E = 4, k = 2, T tokens.
+MoECase small_api_case(const std::string& name, int64_t T, uint64_t seed);
+
 struct MoEProblem {
   MoECase c;
   LayerDesc desc;

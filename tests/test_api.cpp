@@ -171,17 +171,7 @@ TEST(ApiValidate, WrongCudaDeviceIdIsRejected) {
 // ---------------------------------------------------------------------------
 constexpr uint16_t kPoison = 0x7FBF;  // a bf16 NaN no computation writes
 
-testing::MoECase small_case(int64_t T = 5) {
-  testing::MoECase c;
-  c.name = "api";
-  c.H = 64;
-  c.I = 32;
-  c.E = 4;
-  c.k = 2;
-  c.T = T;
-  c.seed = fresh_seed();
-  return c;
-}
+testing::MoECase small_case(int64_t T = 5) { return testing::small_api_case("api", T, fresh_seed()); }
 
 PrepareOptions on_reference() {
   PrepareOptions o;
