@@ -86,6 +86,16 @@ def test_unknown_or_unavailable_backend(ck):
                 _make(ck, backend=b["name"])
 
 
+def _misaligned(a):
+    """a's values in an array whose data pointer is 2 bytes past an aligned one (np.frombuffer-like
+    views of packed bytes): not aligned for 4-byte elements."""
+    raw = np.zeros(a.nbytes + 8, np.uint8)[2:2 + a.nbytes]
+    m = raw.view(a.dtype).reshape(a.shape)
+    m[...] = a
+    assert not m.flags.aligned
+    return m
+
+
 def _call_cases():
     x, w, ids = _inputs()
     ro = np.zeros((T, H), np.float32)
@@ -101,6 +111,8 @@ def _call_cases():
                                topk_ids=np.zeros((17, K), np.int32))),  # > max_num_tokens
         ("topk_weights", dict(topk_weights=w.astype(np.float16))),
         ("topk_weights", dict(topk_weights=w[:3])),
+        ("topk_weights.*aligned to 4 bytes", dict(topk_weights=_misaligned(w))),
+        ("topk_ids.*aligned to 4 bytes", dict(topk_ids=_misaligned(ids))),
         ("topk_ids", dict(topk_ids=ids.astype(np.int64))),
         ("topk_ids", dict(topk_ids=np.full((T, K), E, np.int32))),
         ("topk_ids", dict(topk_ids=np.full((T, K), -2, np.int32))),
