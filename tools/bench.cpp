@@ -846,7 +846,7 @@ json bench_one(const BenchOptions& o, const RunSpec& spec, const std::vector<int
              {"clock_readings", clocks.samples},
              {"sm_clock_mhz_median", num_or_null(clocks.samples > 0, clocks.sm_mhz_median)},
              {"sm_clock_mhz_min", num_or_null(clocks.samples > 0, clocks.sm_mhz_min)},
-             {"power_w_mean", num_or_null(std::isfinite(clocks.power_w_mean), clocks.power_w_mean)}};
+             {"power_w_mean", num_or_null(clocks.samples > 0, clocks.power_w_mean)}};  // (NaN: null)
     if (o.nodes && dev == DeviceType::cuda) {
       json list = json::array();
       for (size_t j = 0; j < node_times.names.size(); ++j)

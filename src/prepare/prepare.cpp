@@ -12,6 +12,7 @@
 
 #if defined(FP4MOE_WITH_CUDA)
 #include "cuda/common/check.hpp"
+#include "cuda/common/device.hpp"
 #endif
 
 namespace fp4moe::detail {
@@ -237,11 +238,10 @@ std::shared_ptr<HostWeights> prepare_host_weights(const LayerDesc& desc, const C
   // A CUDA tensor's device must exist and its pointer be memory the runtime knows: copy_rows
   // reads it with cudaMemcpy2D, whose error named no argument (v65's random mutations: a CPU
   // buffer labelled cuda:1 on a machine without one).
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
-  (void)cudaGetLastError();
+  int devices = -1;  // asked once a CUDA tensor is there: an all-host prepare starts no CUDA runtime
   for (const auto& [arg, t] : all) {
     if (!t->present() || t->device != DeviceType::cuda) continue;
+    if (devices < 0) devices = cuda::device_count();
     if (t->device_id < 0 || t->device_id >= devices)
       fail_tensor(kEntry, arg, *t,
                   "a CPU tensor or one on a present CUDA device (" + std::to_string(devices) + " here)");
