@@ -79,8 +79,9 @@ std::vector<const char*> simd_levels() {
   std::vector<const char*> v;
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) v.push_back("avx2");
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f")) v.push_back("avx512");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx2) v.push_back("avx2");
+  if (avx2 && __builtin_cpu_supports("avx512f")) v.push_back("avx512");
 #endif
   return v;
 }
