@@ -90,9 +90,10 @@ float sum_lanes(const float (&lane)[kLanes]) {
 
 // sum_k w[k] * a[k] over K (a multiple of kLanes): kLanes partial sums, lane j summing
 // k = j mod kLanes in increasing k by fused multiply-adds, then lanes added 0..kLanes-1. Every
-// product is exact (a scaled e2m1 code times a bf16 value or, under W4A4, times another scaled
-// code: at most 14 significant bits), so a fused multiply-add equals the product then the sum,
-// and the SIMD paths, which fuse, give the same bits.
+// path fuses (std::fma here), so every SIMD level gives the same bits; and every product is exact
+// (a scaled e2m1 code times a bf16 value or, under W4A4, times another scaled code: at most 14
+// significant bits, unless it underflows), so the fused multiply-add is SPEC §4's fp32 product
+// then the sum.
 __attribute__((target_clones("fma", "default"))) float dot(const float* w, const float* a, int64_t K) {
   float acc[kLanes] = {};
   for (int64_t k = 0; k < K; k += kLanes)
@@ -345,6 +346,8 @@ __attribute__((target("avx2,fma"))) void dequantize_avx2(const uint8_t* data, co
       _mm256_storeu_ps(tile + r * K + k + 8, v[1]);
     }
 }
+#undef FP4MOE_AVX512
+#undef FP4MOE_AVX2
 #endif
 
 // n FP4 rows (data (n, K/2) u8, scale (n, K/block)) -> tile (n, K) f32, each weight e2m1 * scale
