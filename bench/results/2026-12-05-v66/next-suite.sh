@@ -9,7 +9,7 @@
 #   PYENV_VERSION=3.12.1 python3.12 -m pip wheel --no-build-isolation --no-deps \
 #     -Ccmake.define.FP4MOE_CUDA=ON -Ccmake.define.FP4MOE_CUDA_ARCHS=90a \
 #     -Cbuild-dir=build-python/wheel-cp312-90a -w .carry/mn66 .
-# ~460 s: the suite in 8 shards, EP apart (~280 s), bench --check at four points with the clock
+# ~460 s: the suite in 8 shards, EP apart (~280 s), bench --check at seven points (four processes) with the clock
 # line (~60 s), pytest from the wheel (~120 s).
 set -u
 source scripts/device_lib.sh
