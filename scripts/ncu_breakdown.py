@@ -90,4 +90,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the device scripts read the table through `head`
+        sys.stderr.close()
+        sys.exit(0)
