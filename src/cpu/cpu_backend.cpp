@@ -621,9 +621,10 @@ class CpuBackend final : public Backend {
 
     // GEMM 1: item = (expert e, rows [i0, i0 + kRows) of gate and of up), dotted with the
     // expert's rows of A in chunks of kChunk (dots of chunk row c, gate row r at d[c * 2n + r],
-    // up row r at d[c * 2n + n + r]). An expert of at most kFused rows decodes the weights in
-    // registers (dots_fp4); a larger one dequantizes the n gate rows, then the n up rows, once
-    // into the thread's tile (2n rows of H) for all its chunks.
+    // up row r at d[c * 2n + n + r]). An expert of at most kFused rows (one chunk) decodes the
+    // weights in registers (dots_fp4; the scalar loops through the tile, one matrix at a time); a
+    // larger one dequantizes the n gate rows, then the n up rows, once into the thread's tile
+    // (2n rows of H) for all its chunks.
     const int64_t blocks1 = (I + kRows - 1) / kRows;
     parallel_for(n_active * blocks1, threads_, [&](int64_t item, int tid) {
       const int64_t e = b.active[item / blocks1], i0 = item % blocks1 * kRows, i1 = std::min(I, i0 + kRows), n = i1 - i0;
@@ -633,7 +634,7 @@ class CpuBackend final : public Backend {
       const uint8_t* s = w.w13_scale.data() + e * 2 * I * C;
       float* gate = b.tiles + tid * tile;  // (n, H)
       float* up = gate + n * H;            // (n, H)
-      const bool fused = rows <= kFused && simd_ != Simd::scalar;
+      const bool fused = rows <= kFused;
       if (!fused) {
         dequantize(q + i0 * (H / 2), s + i0 * C, w.block, H, n, gate, simd_);
         dequantize(q + (I + i0) * (H / 2), s + (I + i0) * C, w.block, H, n, up, simd_);
@@ -677,7 +678,7 @@ class CpuBackend final : public Backend {
       const uint8_t* q = w.w2.data() + e * H * (I / 2) + o0 * (I / 2);
       const uint8_t* s = w.w2_scale.data() + e * H * C + o0 * C;
       float* down = b.tiles + tid * tile;  // (n, I)
-      const bool fused = rows <= kFused && simd_ != Simd::scalar;
+      const bool fused = rows <= kFused;
       if (!fused) dequantize(q, s, w.block, I, n, down, simd_);
       const float mult = mult2(e);
       const float* b2 = w.w2_bias.empty() ? nullptr : w.w2_bias.data() + e * H;  // (H)
