@@ -86,21 +86,21 @@ class ClockSampler {
       thread_.join();
       take();
     }
-    std::lock_guard<std::mutex> lock(readings_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return clock_stats(readings_);
   }
 
  private:
   void take() {
     ClockReading r;
-    if (!read_(&r)) return;
-    std::lock_guard<std::mutex> lock(readings_mu_);
+    if (!read_(&r)) return;  // (outside the lock: a reading takes tens of µs)
+    std::lock_guard<std::mutex> lock(mu_);
     readings_.push_back(r);
   }
 
   Read read_;
   std::chrono::microseconds period_;
-  std::mutex mu_, readings_mu_;
+  std::mutex mu_;  // stopping_ and readings_
   std::condition_variable cv_;
   bool stopping_ = false;
   std::vector<ClockReading> readings_;
