@@ -8,6 +8,10 @@
 #include <limits>
 #include <random>
 
+#if defined(FP4MOE_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
+
 #include "api/validate.hpp"
 #include "error_test_util.hpp"
 #include "format/quant.hpp"
@@ -128,6 +132,56 @@ TEST(ApiValidate, MisalignedCudaPointerIsRejected) {
   // the CPU needs the element's alignment only
   TensorView c = TensorView::of(reinterpret_cast<void*>(0x10008), DType::bf16, {4, 64});
   EXPECT_NO_THROW(detail::expect_tensor("entry", "x", c, DType::bf16, {4, 64}, detail::Place::cpu()));
+}
+
+// Whether the device reads pageable host memory (HMM, ATS): there a host buffer labelled cuda is
+// memory its kernels reach. False without a GPU or a CUDA build.
+bool device_reads_host_memory() {
+#if defined(FP4MOE_WITH_CUDA)
+  int pageable = 0;
+  if (cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return pageable != 0;
+#else
+  return false;
+#endif
+}
+
+// A host buffer labelled cuda fails naming its argument after the call's other checks (no GPU:
+// the runtime cannot place the pointer; a GPU: host memory), unless the device reads pageable
+// host memory. Empty, absent and CPU tensors are not looked at. The GPU suite runs the layer on
+// pinned, managed and host memory (CudaLayer.ForwardTakesOnlyMemoryItsDeviceReaches).
+TEST(ApiValidate, MemoryLabelledCudaMustBeDeviceMemory) {
+  alignas(16) float host[3 * 8] = {};
+  alignas(16) float w[3 * 2] = {};
+  alignas(16) int32_t ids[3 * 2] = {};
+  const TensorView t = TensorView::of(host, DType::f32, {3, 8}, DeviceType::cuda, 0);
+  const TensorView empty = TensorView::of(host, DType::f32, {0, 8}, DeviceType::cuda, 0);
+  const TensorView cpu = TensorView::of(host, DType::f32, {3, 8});
+  const TensorView absent;
+  EXPECT_NO_THROW(detail::expect_device_pointers("entry", {{"e", &empty}, {"c", &cpu}, {"a", &absent}}));
+  RouteArgs a;
+  a.router_logits = t;
+  a.topk_weights = TensorView::of(w, DType::f32, {3, 2}, DeviceType::cuda, 0);
+  a.topk_ids = TensorView::of(ids, DType::i32, {3, 2}, DeviceType::cuda, 0);
+  a.top_k = 2;
+#if defined(FP4MOE_WITH_CUDA)
+  if (device_reads_host_memory()) {
+    EXPECT_NO_THROW(detail::expect_device_pointers("entry", {{"x", &t}}));
+  } else {
+    expect_error([&] { detail::expect_device_pointers("entry", {{"e", &empty}, {"x", &t}}); },
+                 ErrorKind::invalid_argument, {"entry: x: got f32[3, 8] on cuda:0 at 0x", "can reach at its data pointer"});
+    // route: its other checks pass, then the pointers fail, the logits first
+    expect_error([&] { route(a); }, ErrorKind::invalid_argument, {"route: router_logits: got", "can reach"});
+    a.topk_weights.shape[1] = 3;  // a shape error is named before any pointer is looked at
+    expect_error([&] { route(a); }, ErrorKind::invalid_argument, {"route: topk_weights: got f32[3, 3]"});
+  }
+#else
+  expect_error([&] { detail::expect_device_pointers("entry", {{"x", &t}}); }, ErrorKind::unsupported,
+               {"entry: x:", "this build has no CUDA"});
+#endif
 }
 
 TEST(ApiValidate, HostPointerMisalignedForItsElementIsRejected) {

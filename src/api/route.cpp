@@ -36,6 +36,10 @@ void route(const RouteArgs& a) {
     return;
   }
 #if defined(FP4MOE_WITH_CUDA)
+  detail::expect_device_pointers(kEntry, {{"router_logits", &logits},
+                                          {"correction_bias", &a.correction_bias},
+                                          {"topk_weights", &a.topk_weights},
+                                          {"topk_ids", &a.topk_ids}});
   cuda::route(a);
 #else
   detail::fail_tensor(kEntry, "router_logits", logits, "a CPU tensor (this build has no CUDA)",

@@ -4,6 +4,10 @@
 #include <cstdio>
 #include <limits>
 
+#if defined(FP4MOE_WITH_CUDA)
+#include "cuda/common/device.hpp"
+#endif
+
 namespace fp4moe::detail {
 
 std::string Place::name() const {
@@ -62,6 +66,27 @@ void expect_aligned(std::string_view entry, std::string_view arg, const TensorVi
     fail_got(entry, arg, t.describe() + " at " + addr,
              "a data pointer aligned to " + std::to_string(alignment) + " bytes");
   }
+}
+
+void expect_device_memory(std::string_view entry, std::string_view arg, const TensorView& t) {
+#if defined(FP4MOE_WITH_CUDA)
+  const std::string why = cuda::why_not_device_memory(t.data, t.device_id);
+  if (why.empty()) return;
+  char addr[32];
+  std::snprintf(addr, sizeof addr, "%p", t.data);
+  fail_got(entry, arg, t.describe() + " at " + addr + " (" + why + ")",
+           "memory the kernels of cuda:" + std::to_string(t.device_id) +
+               " can reach at its data pointer (its allocation, managed memory or mapped pinned host memory)");
+#else
+  // No CUDA in this build: no backend takes CUDA tensors (expect_place already failed them).
+  fail_tensor(entry, arg, t, "a CPU tensor (this build has no CUDA)", ErrorKind::unsupported);
+#endif
+}
+
+void expect_device_pointers(std::string_view entry,
+                            std::initializer_list<std::pair<std::string_view, const TensorView*>> tensors) {
+  for (const auto& [arg, t] : tensors)
+    if (t->present() && t->device == DeviceType::cuda && t->numel() > 0) expect_device_memory(entry, arg, *t);
 }
 
 void expect_tensor(std::string_view entry, std::string_view arg, const TensorView& t,

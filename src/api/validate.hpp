@@ -5,8 +5,10 @@
 // written, so a failing call leaves every caller buffer untouched.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend.hpp"
@@ -39,6 +41,16 @@ inline constexpr int64_t kAnyExtent = -1;
 
 // "bf16|f16|f32[4, 7168] on cuda:0" (kAnyExtent prints as "*")
 std::string spec_string(const std::vector<DType>& dtypes, const std::vector<int64_t>& shape, Place place);
+
+// A CUDA tensor's data pointer must be memory its device's kernels can reach
+// (cuda::why_not_device_memory): a host buffer labelled cuda fails here, naming the argument,
+// instead of faulting in a kernel. It is a CUDA call, so the entries run it after all their other
+// checks: expect_device_pointers over their CUDA tensors before their first launch; prepare on
+// each CUDA checkpoint tensor before it copies.
+void expect_device_memory(std::string_view entry, std::string_view arg, const TensorView& t);
+// expect_device_memory for each present CUDA tensor with elements, in the order given.
+void expect_device_pointers(std::string_view entry,
+                            std::initializer_list<std::pair<std::string_view, const TensorView*>> tensors);
 
 // The full check of one required tensor argument, in this order: present, dims and
 // extents (their bytes countable in int64), dtype, device, contiguous, non-null data when it

@@ -539,6 +539,11 @@ void EpLayer::forward(const EpForwardArgs& a) const {
   for (auto [name, t] : {std::pair{"hidden_states", &a.hidden_states}, std::pair{"topk_weights", &a.topk_weights},
                          std::pair{"topk_ids", &a.topk_ids}})
     detail::expect_disjoint(kEntry, "workspace", a.workspace, name, *t);
+  detail::expect_device_pointers(kEntry, {{"hidden_states", &a.hidden_states},
+                                          {"topk_weights", &a.topk_weights},
+                                          {"topk_ids", &a.topk_ids},
+                                          {"out", &a.out},
+                                          {"workspace", &a.workspace}});
 
   DeviceGuard g(m.device);
   auto stream = static_cast<cudaStream_t>(a.stream);
@@ -699,6 +704,7 @@ void EpLayer::check_device_errors(const TensorView& workspace, void* stream_ptr)
   const Impl& m = *impl_;
   detail::expect_workspace("EpLayer::check_device_errors", "workspace", workspace, m.lay.total,
                            detail::Place::cuda(m.device));
+  detail::expect_device_pointers("EpLayer::check_device_errors", {{"workspace", &workspace}});
   DeviceGuard g(m.device);
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   char* ws = static_cast<char*>(workspace.data);

@@ -4,7 +4,10 @@
 // decides where a call runs; every other tensor must be on the same device.
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "api/validate.hpp"
@@ -179,11 +182,14 @@ Place check_swizzle(const char* fn, const TensorView& scale, const TensorView& s
 
 #if defined(FP4MOE_WITH_CUDA)
 // Runs launch(stream) with `at`'s device current, so that the kernels run where the
-// tensors are (the stream must belong to that device). Launches only, no
-// synchronisation; nothing is launched for an empty problem.
+// tensors are (the stream must belong to that device), once their data pointers are that
+// device's memory (every other check of the call done). Launches only, no synchronisation;
+// nothing is launched, nor a pointer looked at, for an empty problem.
 template <class Launch>
-void on_device(const Place& at, int64_t elements, void* stream, Launch launch) {
+void on_device(const char* fn, std::initializer_list<std::pair<std::string_view, const TensorView*>> tensors,
+               const Place& at, int64_t elements, void* stream, Launch launch) {
   if (elements == 0) return;
+  detail::expect_device_pointers(fn, tensors);
   cuda::DeviceGuard guard(at.device_id);
   launch(static_cast<cudaStream_t>(stream));
 }
@@ -201,7 +207,7 @@ void quantize_nvfp4(const TensorView& x, float q_scale, const TensorView& data, 
   auto* s = static_cast<uint8_t*>(scale.data);
   if (c.at.device == DeviceType::cuda) {
 #if defined(FP4MOE_WITH_CUDA)
-    on_device(c.at, x.numel(), stream, [&](cudaStream_t st) {
+    on_device(fn, {{"x", &x}, {"data", &data}, {"scale", &scale}}, c.at, x.numel(), stream, [&](cudaStream_t st) {
       cuda::quantize_nvfp4_rows(x.data, x.dtype, rows_of(x), K, q_scale, d, s, st);
     });
 #endif
@@ -222,7 +228,7 @@ void dequantize_nvfp4(const TensorView& data, const TensorView& scale, float dq_
   const auto* s = static_cast<const uint8_t*>(scale.data);
   if (c.at.device == DeviceType::cuda) {
 #if defined(FP4MOE_WITH_CUDA)
-    on_device(c.at, out.numel(), stream, [&](cudaStream_t st) {
+    on_device(fn, {{"data", &data}, {"scale", &scale}, {"out", &out}}, c.at, out.numel(), stream, [&](cudaStream_t st) {
       cuda::nvfp4_dequantize_rows(d, s, rows_of(out), K, dq_scale, out.data, out.dtype, st);
     });
 #endif
@@ -241,7 +247,7 @@ void quantize_mxfp4(const TensorView& x, const TensorView& data, const TensorVie
   auto* s = static_cast<uint8_t*>(scale.data);
   if (c.at.device == DeviceType::cuda) {
 #if defined(FP4MOE_WITH_CUDA)
-    on_device(c.at, x.numel(), stream, [&](cudaStream_t st) {
+    on_device(fn, {{"x", &x}, {"data", &data}, {"scale", &scale}}, c.at, x.numel(), stream, [&](cudaStream_t st) {
       cuda::mxfp4_quantize_rows(x.data, x.dtype, rows_of(x), K, d, s, st);
     });
 #endif
@@ -260,7 +266,7 @@ void dequantize_mxfp4(const TensorView& data, const TensorView& scale, const Ten
   const auto* s = static_cast<const uint8_t*>(scale.data);
   if (c.at.device == DeviceType::cuda) {
 #if defined(FP4MOE_WITH_CUDA)
-    on_device(c.at, out.numel(), stream, [&](cudaStream_t st) {
+    on_device(fn, {{"data", &data}, {"scale", &scale}, {"out", &out}}, c.at, out.numel(), stream, [&](cudaStream_t st) {
       cuda::mxfp4_dequantize_rows(d, s, rows_of(out), K, out.data, out.dtype, st);
     });
 #endif
@@ -279,7 +285,7 @@ void swizzle_scales(const TensorView& scale, const TensorView& swizzled, void* s
   auto* out = static_cast<uint8_t*>(swizzled.data);
   if (at.device == DeviceType::cuda) {
 #if defined(FP4MOE_WITH_CUDA)
-    on_device(at, swizzled.numel(), stream,
+    on_device("swizzle_scales", {{"scale", &scale}, {"swizzled", &swizzled}}, at, swizzled.numel(), stream,
               [&](cudaStream_t st) { cuda::swizzle_scale_matrices(in, mats, R, C, out, st); });
 #endif
     return;
@@ -295,7 +301,7 @@ void unswizzle_scales(const TensorView& swizzled, const TensorView& scale, void*
   auto* out = static_cast<uint8_t*>(scale.data);
   if (at.device == DeviceType::cuda) {
 #if defined(FP4MOE_WITH_CUDA)
-    on_device(at, scale.numel(), stream,
+    on_device("unswizzle_scales", {{"swizzled", &swizzled}, {"scale", &scale}}, at, scale.numel(), stream,
               [&](cudaStream_t st) { cuda::unswizzle_scale_matrices(in, mats, R, C, out, st); });
 #endif
     return;

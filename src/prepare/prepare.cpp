@@ -235,9 +235,9 @@ std::shared_ptr<HostWeights> prepare_host_weights(const LayerDesc& desc, const C
     if (t->present() && t->device == DeviceType::cuda)
       fail_tensor(kEntry, arg, *t, "a CPU tensor (this build has no CUDA)", ErrorKind::unsupported);
 #else
-  // A CUDA tensor's device must exist and its pointer be memory the runtime knows: copy_rows
-  // reads it with cudaMemcpy2D, whose error named no argument (v65's random mutations: a CPU
-  // buffer labelled cuda:1 on a machine without one).
+  // A CUDA tensor's device must exist and its pointer be that device's memory: copy_rows reads
+  // it with cudaMemcpy2D, whose error named no argument (v65's random mutations: a CPU buffer
+  // labelled cuda:1 on a machine without one).
   int devices = -1;  // asked once a CUDA tensor is there: an all-host prepare starts no CUDA runtime
   for (const auto& [arg, t] : all) {
     if (!t->present() || t->device != DeviceType::cuda) continue;
@@ -245,14 +245,7 @@ std::shared_ptr<HostWeights> prepare_host_weights(const LayerDesc& desc, const C
     if (t->device_id < 0 || t->device_id >= devices)
       fail_tensor(kEntry, arg, *t,
                   "a CPU tensor or one on a present CUDA device (" + std::to_string(devices) + " here)");
-    if (t->numel() == 0) continue;
-    cudaPointerAttributes at{};
-    const bool known = cudaPointerGetAttributes(&at, t->data) == cudaSuccess && at.type != cudaMemoryTypeUnregistered &&
-                       (at.type != cudaMemoryTypeDevice || at.device == t->device_id);
-    (void)cudaGetLastError();
-    if (!known)
-      fail_tensor(kEntry, arg, *t,
-                  "memory of cuda:" + std::to_string(t->device_id) + " at its data pointer (a CUDA allocation)");
+    if (t->numel() > 0) expect_device_memory(kEntry, arg, *t);
   }
 #endif
 

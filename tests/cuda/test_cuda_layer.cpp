@@ -20,6 +20,7 @@
 #include "cuda/cuda_test_util.hpp"
 #include "cuda/decode_layer.hpp"
 #include "cuda/gemm_internal.hpp"
+#include "error_test_util.hpp"
 #include "format/quant.hpp"
 #include "fp4moe/format.h"
 #include "moe_fixtures.hpp"
@@ -625,6 +626,119 @@ TEST(CudaLayer, OneKernelLayerAgreesWithTheChain) {
 }
 
 // T == 0 and M == 0: no work, no workspace, nothing launched.
+// Every CUDA tensor's data pointer must be memory the layer's device reaches (validate.cpp's
+// expect_device_memory). A host buffer labelled cuda fails naming its argument, with nothing
+// written, where the device does not read pageable host memory; where it does (HMM, ATS) the
+// forward runs on it. Pinned and managed buffers run, with the device buffers' bits; another
+// GPU's memory labelled as this one's fails (two GPUs only).
+TEST(CudaLayer, ForwardTakesOnlyMemoryItsDeviceReaches) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const MoEProblem p = make_problem(small_case("qwen3_30b_T64"));
+  const Layer layer = prepare_cuda(p);
+  Stream stream;
+  StandardRun run(p, layer, p.topk_ids, stream.get());
+  const std::vector<float> want = run.run();
+  ASSERT_EQ(compare(want, run_reference(p, DType::f32), tolerance(p.c), p.c.H), "");
+  const int device = current_device();
+  int pageable = 0;
+  TEST_CUDA(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device));
+  auto same_bits = [&](const std::vector<float>& got) {
+    return got.size() == want.size() && std::memcmp(got.data(), want.data(), want.size() * 4) == 0;
+  };
+  auto poisoned = [&] {
+    for (uint8_t b : run.out.download<uint8_t>())
+      if (b != 0xFF) return false;
+    return true;
+  };
+  // each argument in turn on a host buffer holding what its device buffer holds (out: poison)
+  struct Arg {
+    const char* name;
+    TensorView ForwardArgs::*view;
+    const DeviceBuffer* buffer;
+  };
+  const Arg args[] = {{"hidden_states", &ForwardArgs::hidden_states, &run.x},
+                      {"topk_weights", &ForwardArgs::topk_weights, &run.w},
+                      {"topk_ids", &ForwardArgs::topk_ids, &run.ids},
+                      {"out", &ForwardArgs::out, &run.out},
+                      {"workspace", &ForwardArgs::workspace, &run.ws}};
+  for (const Arg& arg : args) {
+    SCOPED_TRACE(arg.name);
+    run.reset_out();
+    std::vector<uint8_t> bytes = arg.buffer->download<uint8_t>();
+    std::vector<uint64_t> host((bytes.size() + 7) / 8);  // 8-byte aligned; 16 by malloc
+    std::memcpy(host.data(), bytes.data(), bytes.size());
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(host.data()) % 16, 0u);
+    ForwardArgs a = run.args;
+    (a.*arg.view).data = host.data();
+    if (!pageable) {
+      const std::string m = error_of([&] { layer.forward(a); }, ErrorKind::invalid_argument);
+      EXPECT_NE(m.find(std::string("Layer::forward: ") + arg.name + ": got"), std::string::npos) << m;
+      EXPECT_NE(m.find("host memory, not a CUDA allocation"), std::string::npos) << m;
+      TEST_CUDA(cudaStreamSynchronize(stream.get()));
+      EXPECT_TRUE(poisoned()) << "out was written by a call that failed";
+    } else {
+      layer.forward(a);
+      TEST_CUDA(cudaStreamSynchronize(stream.get()));
+      std::vector<float> got(want.size());
+      if (arg.view == &ForwardArgs::out) std::memcpy(got.data(), host.data(), got.size() * 4);
+      else got = run.download_out();
+      EXPECT_TRUE(same_bits(got)) << "the forward on pageable host memory differs from the device buffers'";
+    }
+    EXPECT_EQ(run.guards(), "");
+  }
+  // pinned hidden states and managed ids and out: the device buffers' bits
+  {
+    const size_t xb = p.x.size() * 2, idb = p.topk_ids.size() * 4, ob = want.size() * 4;
+    void *px = nullptr, *mids = nullptr, *mout = nullptr;
+    TEST_CUDA(cudaMallocHost(&px, xb));
+    TEST_CUDA(cudaMallocManaged(&mids, idb));
+    TEST_CUDA(cudaMallocManaged(&mout, ob));
+    std::memcpy(px, p.x.data(), xb);
+    std::memcpy(mids, p.topk_ids.data(), idb);
+    std::memset(mout, 0xFF, ob);
+    ForwardArgs a = run.args;
+    a.hidden_states.data = px;
+    a.topk_ids.data = mids;
+    a.out.data = mout;
+    EXPECT_NO_THROW(layer.forward(a));
+    TEST_CUDA(cudaStreamSynchronize(stream.get()));
+    std::vector<float> got(want.size());
+    std::memcpy(got.data(), mout, ob);
+    EXPECT_TRUE(same_bits(got)) << "pinned / managed buffers gave other bits than device buffers";
+    TEST_CUDA(cudaFreeHost(px));
+    TEST_CUDA(cudaFree(mids));
+    TEST_CUDA(cudaFree(mout));
+  }
+  // batched: host counts labelled cuda
+  if (!pageable) {
+    const int64_t L = p.host->num_local, M = 4, H = p.c.H;
+    std::vector<int32_t> counts(size_t(L), 2);
+    DeviceBuffer dx(size_t(L * M * H) * 2), out(size_t(L * M * H) * 2), ws(layer.batched_workspace_size(M));
+    BatchedArgs a;
+    a.hidden_states = dx.view(DType::bf16, {L, M, H});
+    a.expert_num_tokens = TensorView::of(counts.data(), DType::i32, {L}, DeviceType::cuda, device);
+    a.out = out.view(DType::bf16, {L, M, H});
+    a.workspace = ws.workspace_view();
+    const std::string m = error_of([&] { layer.forward_batched(a); }, ErrorKind::invalid_argument);
+    EXPECT_NE(m.find("Layer::forward_batched: expert_num_tokens: got"), std::string::npos) << m;
+    for (uint8_t b : out.download<uint8_t>()) ASSERT_EQ(b, 0xFF) << "out was written by a call that failed";
+  }
+  int devices = 0;
+  TEST_CUDA(cudaGetDeviceCount(&devices));
+  if (devices >= 2) {
+    const int other = (device + 1) % devices;
+    void* q = nullptr;
+    TEST_CUDA(cudaSetDevice(other));
+    TEST_CUDA(cudaMalloc(&q, p.x.size() * 2));
+    TEST_CUDA(cudaSetDevice(device));
+    ForwardArgs a = run.args;
+    a.hidden_states.data = q;
+    const std::string m = error_of([&] { layer.forward(a); }, ErrorKind::invalid_argument);
+    EXPECT_NE(m.find("memory of cuda:" + std::to_string(other)), std::string::npos) << m;
+    TEST_CUDA(cudaFree(q));
+  }
+}
+
 TEST(CudaLayer, EmptyBatchesNeedNoWorkspace) {
   FP4MOE_SKIP_WITHOUT_GPU();
   const MoEProblem p = make_problem(small_case("odd_shape_nvfp4"));

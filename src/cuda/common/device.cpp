@@ -46,6 +46,38 @@ std::string why_no_device(int device) {
   return "";
 }
 
+std::string why_not_device_memory(const void* p, int device) {
+  // The query runs in the current device's context, and would create one there: it asks with
+  // `device` current, whose context the kernels (or prepare's copy) use anyway.
+  int prev = -1;
+  cudaError_t err = cudaGetDevice(&prev);
+  if (err == cudaSuccess && prev != device) err = cudaSetDevice(device);
+  cudaPointerAttributes at{};
+  if (err == cudaSuccess) err = cudaPointerGetAttributes(&at, p);
+  if (prev >= 0 && prev != device) (void)cudaSetDevice(prev);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "a pointer the CUDA runtime cannot place (" + error_text(err) + ")";
+  }
+  switch (at.type) {
+    case cudaMemoryTypeDevice:
+      return at.device == device ? "" : "memory of cuda:" + std::to_string(at.device);
+    case cudaMemoryTypeManaged:
+      return "";
+    case cudaMemoryTypeHost:  // pinned: the kernels take the pointer as it is, so it must be the device's view
+      return at.devicePointer == p ? "" : "pinned host memory not mapped at the same address on the device";
+    case cudaMemoryTypeUnregistered:
+    default: {
+      int pageable = 0;
+      if (cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        pageable = 0;
+      }
+      return pageable ? "" : "host memory, not a CUDA allocation";
+    }
+  }
+}
+
 int compute_capability(int device) {
   int major = 0, minor = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||

@@ -23,6 +23,15 @@ std::string why_no_device(int device);
 // Probes with cudaFuncGetAttributes on a pipeline kernel; restores the current device.
 std::string why_no_kernel_image(int device);
 
+// "" when the kernels of `device` can read and write memory at `p`: an allocation of that
+// device, managed memory, mapped pinned host memory, or, where the device reads pageable host
+// memory (cudaDevAttrPageableMemoryAccess: HMM or ATS), any host memory; else what it is
+// instead ("host memory, not a CUDA allocation", "memory of cuda:1"). Never throws and leaves no
+// sticky error: the public entries' argument check of every CUDA tensor (validate.cpp), so that a
+// host buffer labelled cuda fails naming its argument, not in a kernel that would break the
+// context. One cudaPointerGetAttributes call (a host-side lookup, no device round trip).
+std::string why_not_device_memory(const void* p, int device);
+
 // Compute capability as major * 10 + minor, or -1 when it cannot be read.
 int compute_capability(int device);
 
