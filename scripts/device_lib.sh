@@ -156,6 +156,18 @@ check_points() {
   done
   (cd "$OUT" && tar czf check.tgz check && rm -rf check)
 }
+# pytest_wheel WHEEL TIMEOUT: the Python suite (tests/python) against the carried wheel WHEEL,
+# installed into /tmp/site (nothing can be installed on the machine itself), run from an empty
+# folder so that the source tree's package is not imported; its log $OUT/pytest.log, a line with
+# its exit status and its summary lines.
+pytest_wheel() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$1" ||
+    return 1
+  local root=$PWD
+  (cd "$(mktemp -d)" && PYTHONPATH=/tmp/site timeout "$2" python3 -m pytest -q -p no:cacheprovider -rs \
+    --rootdir "$root" "$root/tests/python" > "$OUT/pytest.log" 2>&1; echo "pytest rc=$?")
+  grep -E "passed|failed|SKIPPED|Error" "$OUT/pytest.log" | tail -8
+}
 # full_table RUN CLI TAG: `bench` of every preset in both quantizations at T = 1-16384 with the
 # carried CLI CLI, one process per preset and quantization, each at most 150 s and all within
 # TABLE_BUDGET_S (540); the SM clock logged. Environment: WARM_MS (--warmup-ms, 2000),

@@ -18,10 +18,5 @@ filter_tests 'CudaLayer.ForwardTakes*:ApiValidate.*:ApiRoute*:FormatTensor.*:Pre
 grep -E "ForwardTakes|MemoryLabelled" "$OUT/pointer-tests.txt" | head -8
 suite_shards
 check_points main "kimi-k2:w4a16:1,32 deepseek-v3:w4a4:2048 qwen3-30b:w4a16:8192"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  .carry/mn67/*.whl || exit 1
-root=$PWD
-(cd "$(mktemp -d)" && PYTHONPATH=/tmp/site timeout 240 python3 -m pytest -q -p no:cacheprovider -rs --rootdir "$root" \
-  "$root/tests/python" > "$OUT/pytest.log" 2>&1; echo "pytest rc=$?")
-grep -E "passed|failed|SKIPPED|Error" "$OUT/pytest.log" | tail -8
+pytest_wheel .carry/mn67/*.whl 240
 echo "t=$(( $(date +%s) - start ))"
