@@ -181,19 +181,32 @@ struct Nvml {
   }
 };
 
-void read_nvml(const std::string& pci_bus_id, GpuInfo* g) {
+// NVML's handle of CUDA device `device` (found by its PCI bus id), or nullptr with why not.
+NvmlDevice nvml_device(const Nvml& n, int device, std::string* why) {
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    *why = "no PCI bus id: current clocks unknown";
+    return nullptr;
+  }
+  NvmlDevice d = nullptr;
+  if (n.by_pci(bus, &d) != 0 || d == nullptr) {
+    *why = std::string("NVML does not know PCI bus ") + bus;
+    return nullptr;
+  }
+  return d;
+}
+
+void read_nvml(int device, GpuInfo* g) {
   const Nvml& n = Nvml::get();
   if (!n.ok) {
     g->nvml_note = n.why;
     return;
   }
-  NvmlDevice d = nullptr;
   unsigned mhz = 0;
-  if (n.by_pci(pci_bus_id.c_str(), &d) == 0) {
+  if (NvmlDevice d = nvml_device(n, device, &g->nvml_note)) {
     if (n.clock(d, kNvmlClockSm, &mhz) == 0) g->sm_clock_now_mhz = int(mhz);
     if (n.clock(d, kNvmlClockMem, &mhz) == 0) g->mem_clock_now_mhz = int(mhz);
-  } else {
-    g->nvml_note = "NVML does not know PCI bus " + pci_bus_id;
   }
   char ver[96] = {};
   if (n.driver && n.driver(ver, sizeof ver) == 0) g->driver = ver;
@@ -225,10 +238,7 @@ GpuInfo cuda_gpu_info(int device) {
   (void)cudaGetLastError();
   int drv = 0;
   if (cudaDriverGetVersion(&drv) == cudaSuccess) g.driver = "CUDA driver API " + std::to_string(drv);
-  char bus[32] = {};
-  if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) == cudaSuccess) read_nvml(bus, &g);
-  else g.nvml_note = "no PCI bus id: current clocks unknown";
-  (void)cudaGetLastError();
+  read_nvml(device, &g);
 #endif
   return g;
 }
@@ -237,11 +247,9 @@ ClockSampler::Read nvml_clock_reader(int device) {
 #if defined(FP4MOE_WITH_CUDA)
   const Nvml& n = Nvml::get();
   if (!n.ok) return {};
-  char bus[32] = {};
-  NvmlDevice d = nullptr;
-  const bool found = cudaDeviceGetPCIBusId(bus, sizeof bus, device) == cudaSuccess && n.by_pci(bus, &d) == 0;
-  (void)cudaGetLastError();
-  if (!found) return {};
+  std::string why;
+  NvmlDevice d = nvml_device(n, device, &why);
+  if (!d) return {};
   return [&n, d](ClockReading* r) {
     unsigned v = 0;
     if (n.clock(d, kNvmlClockSm, &v) != 0) return false;
