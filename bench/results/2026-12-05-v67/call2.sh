@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# v67 call 2 (carry [".carry/mn67"]: main fb60013's fp4moe_tests and fp4moe, sm_90a, stripped,
-# xz; its cp312 sm_90a wheel; bench/probes/pointer_attrs built with nvcc): the data-pointer check
+# v67 call 2 (carry [".carry/mn67"]: main 59472f6's fp4moe_tests and fp4moe, sm_90a, stripped,
+# xz; the cp312 sm_90a wheel of fb60013; bench/probes/pointer_attrs built with nvcc): the data-pointer check
 # of every CUDA tensor (expect_device_pointers) on the H200. The probe first (its cost per call
 # and whether it may run under graph capture, torch's global mode included), then the new tests
 # and the API / format / prepare ones, then the whole suite in 8 shards, EP apart, bench --check at
