@@ -107,12 +107,11 @@ void Layer::forward(const ForwardArgs& a) const {
                  "-1 or an expert in [0, " + std::to_string(E) + ")");
   }
   if (T == 0) return;
-  if (at.device == DeviceType::cuda)
-    detail::expect_device_pointers(kEntry, {{"hidden_states", &a.hidden_states},
-                                            {"topk_weights", &a.topk_weights},
-                                            {"topk_ids", &a.topk_ids},
-                                            {"out", &a.out},
-                                            {"workspace", &a.workspace}});
+  detail::expect_device_pointers(kEntry, {{"hidden_states", &a.hidden_states},
+                                          {"topk_weights", &a.topk_weights},
+                                          {"topk_ids", &a.topk_ids},
+                                          {"out", &a.out},
+                                          {"workspace", &a.workspace}});
   b.forward(a);
 }
 
@@ -162,12 +161,11 @@ void Layer::forward_batched(const BatchedArgs& a) const {
     }
   }
   if (M == 0) return;
-  if (at.device == DeviceType::cuda)
-    detail::expect_device_pointers(kEntry, {{"hidden_states", &x},
-                                            {"hidden_scale", &a.hidden_scale},
-                                            {"expert_num_tokens", &a.expert_num_tokens},
-                                            {"out", &a.out},
-                                            {"workspace", &a.workspace}});
+  detail::expect_device_pointers(kEntry, {{"hidden_states", &x},
+                                          {"hidden_scale", &a.hidden_scale},
+                                          {"expert_num_tokens", &a.expert_num_tokens},
+                                          {"out", &a.out},
+                                          {"workspace", &a.workspace}});
   b.forward_batched(a);
 }
 
@@ -176,7 +174,7 @@ void Layer::check_device_errors(const TensorView& workspace, void* stream) const
   const detail::Backend& b = backend_of(impl_, kEntry);
   if (workspace.present()) {
     expect_tensor(kEntry, "workspace", workspace, DType::u8, {detail::kAnyExtent}, place_of(b));
-    if (b.device == DeviceType::cuda) detail::expect_device_pointers(kEntry, {{"workspace", &workspace}});
+    detail::expect_device_pointers(kEntry, {{"workspace", &workspace}});
   }
   b.check_device_errors(workspace, stream);
 }

@@ -101,16 +101,15 @@ __attribute__((target_clones("fma", "default"))) float dot(const float* w, const
   return sum_lanes(acc);
 }
 
-// rows [r0, r1) of one FP4 matrix (rows, K/2) u8 + scale (rows, K/block) -> tile (r1-r0, K)
-// f32: each weight e2m1 * scale, without the expert's dq_scale (the caller multiplies the dots
-// by it). The forward's hot spot at small T, where each dequantized row meets few tokens.
-void dequantize_scalar(const uint8_t* data, const uint8_t* scale, int block, int64_t K, int64_t r0, int64_t r1,
-                       float* tile) {
+// n FP4 rows (data (n, K/2) u8, scale (n, K/block)) -> tile (n, K) f32: each weight e2m1 *
+// scale, without the expert's dq_scale (the caller multiplies the dots by it). The forward's hot
+// spot at small T, where each dequantized row meets few tokens.
+void dequantize_scalar(const uint8_t* data, const uint8_t* scale, int block, int64_t K, int64_t n, float* tile) {
   const float(*tab)[16] = scaled_codes(block);
-  for (int64_t r = r0; r < r1; ++r) {
+  for (int64_t r = 0; r < n; ++r) {
     const uint8_t* q = data + r * (K / 2);
     const uint8_t* s = scale + r * (K / block);
-    float* o = tile + (r - r0) * K;
+    float* o = tile + r * K;
     for (int64_t k = 0; k < K; k += 2) {
       const float* t = tab[s[k / block]];
       o[k] = t[unpack_e2m1(q[k / 2], 0)];
@@ -360,7 +359,7 @@ void dequantize(const uint8_t* data, const uint8_t* scale, int block, int64_t K,
   if (simd == Simd::avx2)
     return nv ? dequantize_avx2<4>(data, scale, K, n, tile) : dequantize_avx2<5>(data, scale, K, n, tile);
 #endif
-  dequantize_scalar(data, scale, block, K, 0, n, tile);
+  dequantize_scalar(data, scale, block, K, n, tile);
 }
 
 // out[p * ldo + r] = dot(w + r * K, a[p], K) for r < n, p < np on the backend's SIMD level.
