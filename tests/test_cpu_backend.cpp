@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <random>
 #include <string>
 
 #include "backend.hpp"
+#include "env_test_util.hpp"
 #include "format/quant.hpp"
 #include "moe_fixtures.hpp"
 #include "reference/reference.hpp"
@@ -24,28 +24,12 @@ using testing::MoEProblem;
 
 constexpr int64_t kGuard = 64;  // poisoned floats before and after out
 
-// Environment variable `name` set to `value` (nullptr: unset) for the scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using testing::EnvVar;
 
 // The cpu backend on the problem's own canonical weights (no copy), with `threads` threads and
 // FP4MOE_CPU_SIMD = `simd` (nullptr: unset, the default).
 std::unique_ptr<detail::Backend> cpu_on(const MoEProblem& p, const char* threads, const char* simd = nullptr) {
-  ScopedEnv env_threads("FP4MOE_CPU_THREADS", threads), env_simd("FP4MOE_CPU_SIMD", simd);
+  EnvVar env_threads("FP4MOE_CPU_THREADS", threads), env_simd("FP4MOE_CPU_SIMD", simd);
   return detail::cpu_backend_entry().create(p.host, PrepareOptions{});
 }
 
@@ -269,7 +253,7 @@ TEST(CpuBackendSelect, EntryIsAvailableOnTheCpu) {
 // the variable and the value.
 void expect_bad_variable_named(const char* name, const char* value) {
   const MoEProblem p = testing::make_problem(small("bad_env", WeightFormat::nvfp4, ActQuant::none));
-  ScopedEnv env(name, value);
+  EnvVar env(name, value);
   try {
     detail::cpu_backend_entry().create(p.host, PrepareOptions{});
     ADD_FAILURE() << name << "=" << value << ": no error";
@@ -292,18 +276,18 @@ TEST(CpuBackendSelect, BadSimdVariableIsNamed) {
 TEST(CpuBackendSelect, BuildInfoNamesTheSimdLevel) {
   const std::vector<const char*> have = simd_levels();  // best last
   {
-    ScopedEnv env("FP4MOE_CPU_SIMD", nullptr);
+    EnvVar env("FP4MOE_CPU_SIMD", nullptr);
     EXPECT_EQ(build_info().cpu_simd, have.empty() ? "scalar" : have.back());
   }
   {
-    ScopedEnv env("FP4MOE_CPU_SIMD", "0");
+    EnvVar env("FP4MOE_CPU_SIMD", "0");
     EXPECT_EQ(build_info().cpu_simd, "scalar");
   }
   for (const char* level : have) {
-    ScopedEnv env("FP4MOE_CPU_SIMD", level);
+    EnvVar env("FP4MOE_CPU_SIMD", level);
     EXPECT_EQ(build_info().cpu_simd, level);
   }
-  ScopedEnv env("FP4MOE_CPU_SIMD", "yes");
+  EnvVar env("FP4MOE_CPU_SIMD", "yes");
   const std::string s = build_info().cpu_simd;
   EXPECT_EQ(s.rfind("unusable: ", 0), 0u) << s;
   EXPECT_NE(s.find("FP4MOE_CPU_SIMD"), std::string::npos) << s;

@@ -2,32 +2,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <optional>
 #include <random>
 
 #include "backend.hpp"
+#include "env_test_util.hpp"
 #include "error_test_util.hpp"
 
 namespace fp4moe {
 namespace {
 
-// Sets (or unsets) an environment variable for one scope, restoring it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing::EnvVar;
 
 LayerDesc desc() {
   LayerDesc d;
@@ -49,7 +33,7 @@ using testing::error_of;
 bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
 
 TEST(SelectForced, UnknownNameIsInvalidAndListsKnownNames) {
-  ScopedEnv env("FP4MOE_BACKEND", nullptr);
+  EnvVar env("FP4MOE_BACKEND", nullptr);
   const std::string m = error_of([] { select_backend(desc(), "tpu"); }, ErrorKind::invalid_argument);
   EXPECT_TRUE(has(m, "'tpu'")) << m;
   EXPECT_TRUE(has(m, "reference")) << m;
@@ -58,7 +42,7 @@ TEST(SelectForced, UnknownNameIsInvalidAndListsKnownNames) {
 }
 
 TEST(SelectForced, UnavailableBackendFailsListingWhatIsAvailable) {
-  ScopedEnv env("FP4MOE_BACKEND", nullptr);
+  EnvVar env("FP4MOE_BACKEND", nullptr);
   if (cuda_available()) GTEST_SKIP() << "cuda can run here";
   const std::string m = error_of([] { select_backend(desc(), "cuda"); }, ErrorKind::unsupported);
   EXPECT_TRUE(has(m, "backend 'cuda' cannot run here: ")) << m;
@@ -66,7 +50,7 @@ TEST(SelectForced, UnavailableBackendFailsListingWhatIsAvailable) {
 }
 
 TEST(SelectForced, NamedBackendIsHonouredWithItsSource) {
-  ScopedEnv env("FP4MOE_BACKEND", nullptr);
+  EnvVar env("FP4MOE_BACKEND", nullptr);
   const Selection s = select_backend(desc(), "reference");
   EXPECT_EQ(s.backend, "reference");
   EXPECT_TRUE(has(s.reason, "requested")) << s.reason;
@@ -80,14 +64,14 @@ TEST(SelectForced, InvalidDescriptorIsRejectedFirst) {
 }
 
 TEST(SelectEnv, BackendVariableOverridesAuto) {
-  ScopedEnv env("FP4MOE_BACKEND", "reference");
+  EnvVar env("FP4MOE_BACKEND", "reference");
   const Selection s = select_backend(desc(), "auto");
   EXPECT_EQ(s.backend, "reference");
   EXPECT_TRUE(has(s.reason, "FP4MOE_BACKEND")) << s.reason;
 }
 
 TEST(SelectEnv, UnknownNameInVariableIsNamedInTheError) {
-  ScopedEnv env("FP4MOE_BACKEND", "bogus");
+  EnvVar env("FP4MOE_BACKEND", "bogus");
   const std::string m = error_of([] { select_backend(desc(), "auto"); }, ErrorKind::invalid_argument);
   EXPECT_TRUE(has(m, "FP4MOE_BACKEND")) << m;
   EXPECT_TRUE(has(m, "'bogus'")) << m;
@@ -95,19 +79,19 @@ TEST(SelectEnv, UnknownNameInVariableIsNamedInTheError) {
 
 TEST(SelectEnv, UnavailableBackendInVariableIsAnErrorNotAFallback) {
   if (cuda_available()) GTEST_SKIP() << "cuda can run here";
-  ScopedEnv env("FP4MOE_BACKEND", "cuda");
+  EnvVar env("FP4MOE_BACKEND", "cuda");
   const std::string m = error_of([] { select_backend(desc(), "auto"); }, ErrorKind::unsupported);
   EXPECT_TRUE(has(m, "FP4MOE_BACKEND")) << m;
   EXPECT_TRUE(has(m, "available here: cpu, reference")) << m;
 }
 
 TEST(SelectEnv, NamedRequestIsNotOverriddenByVariable) {
-  ScopedEnv env("FP4MOE_BACKEND", "bogus");
+  EnvVar env("FP4MOE_BACKEND", "bogus");
   EXPECT_EQ(select_backend(desc(), "reference").backend, "reference");
 }
 
 TEST(SelectAuto, PicksCpuWithoutAGpuAndSaysWhyCudaWasSkipped) {
-  ScopedEnv env("FP4MOE_BACKEND", nullptr);
+  EnvVar env("FP4MOE_BACKEND", nullptr);
   if (cuda_available()) GTEST_SKIP() << "cuda can run here";
   const Selection s = select_backend(desc());
   EXPECT_EQ(s.backend, "cpu");
@@ -115,7 +99,7 @@ TEST(SelectAuto, PicksCpuWithoutAGpuAndSaysWhyCudaWasSkipped) {
 }
 
 TEST(SelectAuto, FirstAvailableRegistryEntryWins) {
-  ScopedEnv env("FP4MOE_BACKEND", nullptr);
+  EnvVar env("FP4MOE_BACKEND", nullptr);
   std::string first;
   for (const detail::BackendEntry& e : detail::registry())
     if (e.why_not_here().empty() && e.why_not_for(desc()).empty()) {
@@ -126,8 +110,8 @@ TEST(SelectAuto, FirstAvailableRegistryEntryWins) {
 }
 
 TEST(SelectLog, LogPrintsEachSelectionOncePerShape) {
-  ScopedEnv env("FP4MOE_BACKEND", nullptr);
-  ScopedEnv log("FP4MOE_LOG", "1");
+  EnvVar env("FP4MOE_BACKEND", nullptr);
+  EnvVar log("FP4MOE_LOG", "1");
   LayerDesc d = desc();
   d.hidden = 16 * int64_t(37 + std::random_device{}() % 1000);  // a shape no other test selects for
   ::testing::internal::CaptureStderr();
@@ -142,8 +126,8 @@ TEST(SelectLog, LogPrintsEachSelectionOncePerShape) {
 }
 
 TEST(SelectLog, SilentWithoutTheVariable) {
-  ScopedEnv env("FP4MOE_BACKEND", nullptr);
-  ScopedEnv log("FP4MOE_LOG", nullptr);
+  EnvVar env("FP4MOE_BACKEND", nullptr);
+  EnvVar log("FP4MOE_LOG", nullptr);
   LayerDesc d = desc();
   d.hidden = 16 * int64_t(2000 + std::random_device{}() % 1000);
   ::testing::internal::CaptureStderr();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "env_test_util.hpp"
 #include "fp4moe/fp4moe.hpp"
 
 namespace fp4moe::testing {
@@ -131,22 +132,6 @@ class DeviceBuffer {
  private:
   void* base_ = nullptr;
   size_t bytes_ = 0;
-};
-
-// Sets (value) or unsets (nullptr) an environment variable for its lifetime, then unsets it
-// (the switches the CUDA backend reads per call, for A/B runs).
-class EnvVar {
- public:
-  EnvVar(const char* name, const char* value) : name_(name) {
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~EnvVar() { unsetenv(name_); }
-  EnvVar(const EnvVar&) = delete;
-  EnvVar& operator=(const EnvVar&) = delete;
-
- private:
-  const char* name_;
 };
 
 }  // namespace fp4moe::testing

@@ -75,17 +75,11 @@ std::vector<float> reference_tokens(const MoEProblem& p, int64_t n) {
 
 // gemm: the FP4MOE_GEMM value the backend sees at prepare ("" = the default path).
 Layer prepare_cuda(const MoEProblem& p, const std::string& gemm = "") {
-  if (!gemm.empty()) setenv("FP4MOE_GEMM", gemm.c_str(), 1);
+  // "": FP4MOE_GEMM as it is (unset in the suite: the default path)
+  const EnvVar path("FP4MOE_GEMM", gemm.empty() ? std::getenv("FP4MOE_GEMM") : gemm.c_str());
   PrepareOptions o;
   o.backend = "cuda";
-  try {
-    Layer l = Layer::prepare(p.desc, p.weights, o);
-    if (!gemm.empty()) unsetenv("FP4MOE_GEMM");
-    return l;
-  } catch (...) {
-    if (!gemm.empty()) unsetenv("FP4MOE_GEMM");
-    throw;
-  }
+  return Layer::prepare(p.desc, p.weights, o);
 }
 
 class Stream {
