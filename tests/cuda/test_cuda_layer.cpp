@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <sstream>
 #include <string>
@@ -75,8 +76,8 @@ std::vector<float> reference_tokens(const MoEProblem& p, int64_t n) {
 
 // gemm: the FP4MOE_GEMM value the backend sees at prepare ("" = the default path).
 Layer prepare_cuda(const MoEProblem& p, const std::string& gemm = "") {
-  // "": FP4MOE_GEMM as it is (unset in the suite: the default path)
-  const EnvVar path("FP4MOE_GEMM", gemm.empty() ? std::getenv("FP4MOE_GEMM") : gemm.c_str());
+  std::optional<EnvVar> path;
+  if (!gemm.empty()) path.emplace("FP4MOE_GEMM", gemm.c_str());
   PrepareOptions o;
   o.backend = "cuda";
   return Layer::prepare(p.desc, p.weights, o);
@@ -619,7 +620,6 @@ TEST(CudaLayer, OneKernelLayerAgreesWithTheChain) {
   EXPECT_EQ(compare(one, chain, 1e-5, p.c.H), "");
 }
 
-// T == 0 and M == 0: no work, no workspace, nothing launched.
 // Every CUDA tensor's data pointer must be memory the layer's device reaches (validate.cpp's
 // expect_device_memory). A host buffer labelled cuda fails naming its argument, with nothing
 // written, where the device does not read pageable host memory; where it does (HMM, ATS) the
@@ -733,6 +733,7 @@ TEST(CudaLayer, ForwardTakesOnlyMemoryItsDeviceReaches) {
   }
 }
 
+// T == 0 and M == 0: no work, no workspace, nothing launched.
 TEST(CudaLayer, EmptyBatchesNeedNoWorkspace) {
   FP4MOE_SKIP_WITHOUT_GPU();
   const MoEProblem p = make_problem(small_case("odd_shape_nvfp4"));
