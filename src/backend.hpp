@@ -2,8 +2,8 @@
 // (src/select) and each backend (src/reference, src/cuda, ...).
 //
 // Flow: Layer::prepare validates the checkpoint tensors (src/prepare) into HostWeights,
-// select_backend picks a BackendEntry, entry.create turns HostWeights into the
-// backend's private layout. Layer::forward validates ForwardArgs against the layer and
+// select_backend picks a BackendEntry, entry.adopt (where there is one) reorders the codes
+// in place, entry.create turns HostWeights into the backend's private layout. Layer::forward validates ForwardArgs against the layer and
 // the backend's device, then calls Backend::forward with arguments already checked.
 #pragma once
 
@@ -17,11 +17,17 @@
 
 namespace fp4moe::detail {
 
+// The order of the e2m1 codes inside each row of w13 and w2: canonical (SPEC §3), or the CPU
+// backend's (src/cpu/cpu_codes.hpp), which Layer::prepare has it take over in place.
+enum class CodeLayout { canonical, cpu };
+
 // Checkpoint weights after validation, on the host, in the canonical layout of SPEC §3
-// with gate/up concatenated (interleaved checkpoints are de-interleaved by prepare). The
-// packed weights and scales are HostBytes: prepare fills them in parallel (host_bytes.hpp).
+// with gate/up concatenated (interleaved checkpoints are de-interleaved by prepare), the codes
+// inside each row as `codes` says. The packed weights and scales are HostBytes: prepare fills
+// them in parallel (host_bytes.hpp).
 struct HostWeights {
   LayerDesc desc;
+  CodeLayout codes = CodeLayout::canonical;  // inside the rows of w13 and w2
   int64_t num_local = 0;               // E_local
   int block = 16;                      // 16 (NVFP4, e4m3 scales) or 32 (MXFP4, e8m0 scales)
   HostBytes w13;                       // (E_local, 2I, H/2)   gate rows [0, I), up rows [I, 2I)
@@ -71,6 +77,10 @@ struct BackendEntry {
   const char* why_chosen;
   std::unique_ptr<Backend> (*create)(std::shared_ptr<const HostWeights> weights,
                                      const PrepareOptions& options);
+  // nullptr, or: rewrites weights that only this backend will hold into its own code layout, in
+  // place (Layer::prepare, between prepare_host_weights and create), so that create needs no
+  // second copy of the packed weights.
+  void (*adopt)(HostWeights& weights) = nullptr;
 };
 
 // The cpu backend's SIMD level here ("avx512", "avx2" or "scalar"), as FP4MOE_CPU_SIMD selects

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend.hpp"
+#include "cpu/cpu_codes.hpp"
 #include "env_test_util.hpp"
 #include "format/quant.hpp"
 #include "moe_fixtures.hpp"
@@ -239,6 +240,72 @@ TEST(CpuBackendBatched, W4a4Bf16InputMatchesReference) {
 }
 TEST(CpuBackendBatched, W4a4Nvfp4InputMatchesReference) {
   check_batched(small("b_w4a4_u8", WeightFormat::nvfp4, ActQuant::nvfp4), true, DType::f16);
+}
+
+// The cpu codes layout (src/cpu/cpu_codes.hpp), against its written rule: after the conversion,
+// weight k of a row (canonical: nibble k % 2 of byte k / 2) sits where cpu_code_at says; every k
+// has its own nibble; and the conversion back restores every byte. K = 16..336: one group, several,
+// and a final canonical 16 (K % 32 == 16).
+TEST(CpuCodes, EachWeightWhereTheIndexFunctionSaysAndBack) {
+  std::mt19937 rng(std::random_device{}());
+  for (int64_t K : {16, 32, 48, 64, 96, 336, 2048}) {
+    const int64_t n = 3;
+    std::vector<uint8_t> canon(size_t(n * K / 2));
+    for (uint8_t& b : canon) b = uint8_t(rng());
+    std::vector<uint8_t> cpu = canon;
+    detail::cpu_codes_from_canonical(cpu.data(), n, K);
+    for (int64_t r = 0; r < n; ++r) {
+      std::vector<bool> used(size_t(K), false);
+      for (int64_t k = 0; k < K; ++k) {
+        const detail::CpuCodeAt at = detail::cpu_code_at(k, K);
+        ASSERT_GE(at.byte, 0);
+        ASSERT_LT(at.byte, K / 2);
+        ASSERT_TRUE(at.shift == 0 || at.shift == 4);
+        const size_t nibble = size_t(at.byte * 2 + at.shift / 4);
+        EXPECT_FALSE(used[nibble]) << "K " << K << ": two weights at byte " << at.byte << " shift " << at.shift;
+        used[nibble] = true;
+        const int want = unpack_e2m1(canon[size_t(r * K / 2 + k / 2)], int(k % 2));
+        EXPECT_EQ((cpu[size_t(r * K / 2 + at.byte)] >> at.shift) & 15, want) << "K " << K << " row " << r << " k " << k;
+      }
+    }
+    if (K >= 32) EXPECT_NE(cpu, canon) << "K " << K << ": the conversion moved nothing";
+    detail::canonical_from_cpu_codes(cpu.data(), n, K);
+    EXPECT_EQ(cpu, canon) << "K " << K << ": not the canonical bytes back";
+  }
+}
+
+// Weights shared with another backend (the tests share the problem's canonical weights with the
+// reference) stay canonical and unchanged: the cpu backend converts a copy. Weights it holds
+// alone (Layer::prepare's) it converts in place (the entry's adopt), once.
+TEST(CpuCodes, SharedWeightsCopiedOwnWeightsConverted) {
+  const MoEProblem p = testing::make_problem(small("codes", WeightFormat::nvfp4, ActQuant::none));
+  const detail::HostBytes w13 = p.host->w13, w2 = p.host->w2;
+  const auto shared = cpu_on(p, "1");
+  EXPECT_EQ(p.host->codes, detail::CodeLayout::canonical);
+  EXPECT_TRUE(p.host->w13 == w13 && p.host->w2 == w2) << "the shared weights were rewritten";
+
+  const detail::BackendEntry e = detail::cpu_backend_entry();
+  ASSERT_NE(e.adopt, nullptr);
+  detail::HostWeights own = *p.host;
+  e.adopt(own);
+  EXPECT_EQ(own.codes, detail::CodeLayout::cpu);
+  detail::HostBytes back = own.w13;
+  detail::canonical_from_cpu_codes(back.data(), own.num_local * 2 * own.I(), own.H());
+  EXPECT_TRUE(back == w13);
+  back = own.w2;
+  detail::canonical_from_cpu_codes(back.data(), own.num_local * own.H(), own.I());
+  EXPECT_TRUE(back == w2);
+  const detail::HostBytes once = own.w13;
+  e.adopt(own);  // already cpu codes: nothing
+  EXPECT_TRUE(own.w13 == once);
+
+  // and the other backends refuse weights in cpu codes rather than misread them
+  try {
+    detail::reference_backend_entry().create(std::make_shared<detail::HostWeights>(own), PrepareOptions{});
+    ADD_FAILURE() << "the reference took cpu codes";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::unsupported);
+  }
 }
 
 // The ladder: cpu serves every layer on every machine, and "auto" picks it without a GPU.

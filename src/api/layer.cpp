@@ -38,7 +38,8 @@ Layer Layer::prepare(const LayerDesc& desc, const CheckpointWeights& weights, co
     if (sel.backend == e.name) entry = &e;
   if (!entry) detail::fail(ErrorKind::unsupported, "Layer::prepare: selected backend '" + sel.backend + "' is not built");
 
-  std::shared_ptr<const detail::HostWeights> host = detail::prepare_host_weights(desc, weights);
+  std::shared_ptr<detail::HostWeights> host = detail::prepare_host_weights(desc, weights);
+  if (entry->adopt) entry->adopt(*host);  // the backend's own code layout, in place: host is its alone
   PrepareOptions opts = options;
   if (opts.device < 0 && weights.w13.device == DeviceType::cuda) opts.device = weights.w13.device_id;
   std::unique_ptr<detail::Backend> impl = entry->create(std::move(host), opts);

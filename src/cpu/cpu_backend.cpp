@@ -5,8 +5,9 @@
 //   2. A: each token's GEMM 1 input row (bf16 round, router weight on input, W4A4 round trip);
 //   3. GEMM 1: work item = (expert with rows, block of kRows intermediate rows): its gate and up
 //      rows dotted with every row of the expert (register-blocked: a few weight rows x a few
-//      tokens per pass over K, dots()), the weights decoded once per item: straight into the
-//      dots' registers for an expert of at most kFused rows, else into the thread's tile;
+//      tokens per pass over K, dots()), the weights decoded straight into the dots' registers
+//      in each pass for an expert of at most fused_rows() rows, else once per item into the
+//      thread's tile;
 //      act + round_bf16 into Hs; then the W4A4 round trip of each Hs row;
 //   4. GEMM 2 likewise into Ys (block of kRows output rows);
 //   5. combine per token, slots j = 0..k-1 in fp32, one rounding to out's dtype.
@@ -25,6 +26,10 @@
 // SIMD (FP4MOE_CPU_SIMD, simd_level): the scalar loops, AVX2 (with FMA) or AVX-512, the same
 // bits on each. The blocked dots keep dot()'s 16 lane sums per (row, token) and its lane order,
 // and every path looks the same weight values up in the same tables (kCodes).
+//
+// Weights: HostWeights in the backend's own code order (cpu codes, cpu_codes.hpp: each group of
+// 32 weights' codes ordered so that a 16-byte load widens into two sets of 16 in k order), which
+// Layer::prepare converts in place (the entry's adopt) and create() copies when they are shared.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -39,6 +44,7 @@
 #endif
 
 #include "backend.hpp"
+#include "cpu/cpu_codes.hpp"
 #include "format/quant.hpp"
 #include "fp4moe/format.h"
 #include "parallel.hpp"
@@ -49,7 +55,13 @@ namespace {
 constexpr int64_t kRows = 16;    // weight rows per work item (dequantized once, reused per token)
 constexpr int64_t kLanes = 16;   // independent fp32 partial sums in dot(); K is a multiple of 16
 constexpr int64_t kChunk = 64;   // activation rows per call of dots() in a work item
-constexpr int64_t kFused = 4;    // an expert with at most this many rows: weights decoded in registers, no tile
+// An expert with at most this many rows: its weights decoded in registers once per kP rows (the
+// blocked dots' activation rows per pass), no tile. AVX-512 (kP 4) 16: with the cpu codes' decode
+// 16-20% faster than 4 at qwen3-30b T = 64, the same at T = 300, where 64 (no tile below a chunk)
+// lost 4% at T = 1000; AVX2 (kP 2, a dearer decode) 4: 16 lost 7% at T = 300, 8 6% at T = 64
+// (v70, a 2-vCPU Xeon).
+constexpr int64_t kFusedAvx512 = 16;
+constexpr int64_t kFused = 4;
 constexpr size_t kAlign = 64;
 
 // The backend's SIMD paths: none (the scalar loops), AVX2 (with FMA), or AVX-512 (F). The same
@@ -101,19 +113,18 @@ __attribute__((target_clones("fma", "default"))) float dot(const float* w, const
   return sum_lanes(acc);
 }
 
-// n FP4 rows (data (n, K/2) u8, scale (n, K/block)) -> tile (n, K) f32: each weight e2m1 *
-// scale, without the expert's dq_scale (the caller multiplies the dots by it). The forward's hot
-// spot at small T, where each dequantized row meets few tokens.
+// n FP4 rows (data (n, K/2) u8 in cpu codes (cpu_codes.hpp), scale (n, K/block)) -> tile (n, K)
+// f32: each weight e2m1 * scale, without the expert's dq_scale (the caller multiplies the dots by
+// it). The forward's hot spot at small T, where each dequantized row meets few tokens.
 void dequantize_scalar(const uint8_t* data, const uint8_t* scale, int block, int64_t K, int64_t n, float* tile) {
   const float(*tab)[16] = scaled_codes(block);
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* q = data + r * (K / 2);
     const uint8_t* s = scale + r * (K / block);
     float* o = tile + r * K;
-    for (int64_t k = 0; k < K; k += 2) {
-      const float* t = tab[s[k / block]];
-      o[k] = t[unpack_e2m1(q[k / 2], 0)];
-      o[k + 1] = t[unpack_e2m1(q[k / 2], 1)];
+    for (int64_t k = 0; k < K; ++k) {
+      const CpuCodeAt at = cpu_code_at(k, K);
+      o[k] = tab[s[k / block]][(q[at.byte] >> at.shift) & 15];
     }
   }
 }
@@ -127,8 +138,8 @@ void dequantize_scalar(const uint8_t* data, const uint8_t* scale, int block, int
 #define FP4MOE_AVX512 __attribute__((target("avx512f,fma"), always_inline)) inline
 #define FP4MOE_AVX2 __attribute__((target("avx2,fma"), always_inline)) inline
 
-// Row r of FP4 rows (q, s of row 0): K/2 code bytes and K >> kShift scale bytes a row; kShift is
-// log2 of the block, 4 (NVFP4) or 5 (MXFP4).
+// Row r of FP4 rows (q, s of row 0): K/2 code bytes (cpu codes) and K >> kShift scale bytes a
+// row; kShift is log2 of the block, 4 (NVFP4) or 5 (MXFP4).
 template <int kShift>
 struct CodeRows {
   const uint8_t* q;
@@ -153,10 +164,22 @@ struct CodeRows {
   static constexpr int64_t kAhead = 8192;
 };
 
-// AVX-512, 16 weights (8 bytes) per step: each byte duplicated into two 32-bit lanes, the odd
-// lane shifted right by 4, and one permute (which reads each lane's low 4 bits: the code) looks
-// the weights up in the block's 16 scaled values. (AVX512-VBMI's multishift in place of the
-// first three steps measured the same here: the dots wait on memory and the FMAs, not on these.)
+// AVX-512, a group of 32 weights (16 bytes of cpu codes at `codes`): the bytes widened to 16
+// 32-bit lanes, and one permute each (which reads a lane's low 4 bits: the code) looks weights
+// 0-15 (the low nibbles) up in `lo`, the block of weights 0-15's 16 scaled values, and weights
+// 16-31 (the lanes shifted right by 4) in `hi`. 3 vector instructions per 16 weights where the
+// canonical pairs took 5 (v70, a 2-vCPU Xeon: a 4-row dot loop 1.4x as fast on codes in the
+// caches, 1.1x from memory).
+FP4MOE_AVX512 void avx512_decode32(const uint8_t* codes, const float* lo, const float* hi, __m512& v0, __m512& v1) {
+  // (the maskz forms with every lane on: GCC 12's unmasked ones warn of an uninitialized source)
+  const __m512i x = _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
+  v0 = _mm512_maskz_permutexvar_ps(0xFFFF, x, _mm512_load_ps(lo));
+  v1 = _mm512_maskz_permutexvar_ps(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, x, 4), _mm512_load_ps(hi));
+}
+
+// AVX-512, a row's final 16 weights (8 bytes, canonical pairs: K % 32 == 16): each byte
+// duplicated into two 32-bit lanes, the odd lane shifted right by 4, and one permute looks the
+// weights up in the block's 16 scaled values.
 FP4MOE_AVX512 __m512 avx512_decode16(const uint8_t* codes, const float* table) {
   const __m128i twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   const __m512i nibble = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
@@ -167,41 +190,68 @@ FP4MOE_AVX512 __m512 avx512_decode16(const uint8_t* codes, const float* table) {
   return _mm512_maskz_permutexvar_ps(0xFFFF, code, _mm512_load_ps(table));
 }
 
-// AVX2, the same 16 weights as two halves: the bytes widened to 32 bits, split into low and high
-// nibbles, interleaved back to code order; each value looked up among codes 0-7 and 8-15 of the
-// block's table (one permute each) and the one of the code's bit 3 kept.
+// AVX2, a code widened to a 32-bit lane (bits 0-3; what is above bit 3 is ignored) looked up
+// among codes 0-7 and 8-15 of a block's table (one permute each), the one of the code's bit 3 kept.
+FP4MOE_AVX2 __m256 avx2_lookup(__m256i code, const float* table) {
+  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(_mm256_load_ps(table), code),
+                          _mm256_permutevar8x32_ps(_mm256_load_ps(table + 8), code),
+                          _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
+}
+
+// AVX2, half kHalf of a group of 32 weights (16 bytes of cpu codes at `codes`): weights
+// 16 kHalf .. 16 kHalf + 15, bytes 0-7 and 8-15 widened to two sets of 8 lanes, their low
+// (kHalf 0) or high (kHalf 1) nibbles looked up in `table`, the block of those 16 weights.
+template <int kHalf>
+FP4MOE_AVX2 void avx2_decode32_half(const uint8_t* codes, const float* table, __m256 (&v)[2]) {
+  for (int i = 0; i < 2; ++i) {
+    const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * i)));
+    v[i] = avx2_lookup(kHalf ? _mm256_srli_epi32(x, 4) : x, table);
+  }
+}
+
+// AVX2, a row's final 16 weights (8 bytes, canonical pairs: K % 32 == 16) as two halves: the bytes
+// widened to 32 bits, split into low and high nibbles, interleaved back to code order, each
+// looked up.
 FP4MOE_AVX2 void avx2_decode16(const uint8_t* codes, const float* table, __m256 (&v)[2]) {
   const __m256i fifteen = _mm256_set1_epi32(15);
-  const __m256 lo = _mm256_load_ps(table), hi = _mm256_load_ps(table + 8);
   const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)));
   const __m256i l = _mm256_and_si256(bytes, fifteen), h = _mm256_srli_epi32(bytes, 4);
   const __m256i a = _mm256_unpacklo_epi32(l, h), b = _mm256_unpackhi_epi32(l, h);
   const __m256i c[2] = {_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31)};
-  for (int i = 0; i < 2; ++i)
-    v[i] = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, c[i]), _mm256_permutevar8x32_ps(hi, c[i]),
-                            _mm256_castsi256_ps(_mm256_slli_epi32(c[i], 28)));
+  for (int i = 0; i < 2; ++i) v[i] = avx2_lookup(c[i], table);
 }
 
-// Sources of 16 weights of row r from k on.
+// Sources of row r's weights from k on: at32, the 32 of a group (k a multiple of 32, k + 32 <=
+// K), as weights k..k+15 and k+16..k+31 (AVX2: at32_half<h>, the 16 of half h); at16, the final
+// 16 of a row with K % 32 == 16.
 struct Avx512Tile {
   const float* w;
   int64_t K;
   Avx512Tile rows(int64_t r) const { return {w + r * K, K}; }
-  FP4MOE_AVX512 __m512 at(int r, int64_t k) const { return _mm512_loadu_ps(w + r * K + k); }
+  FP4MOE_AVX512 void at32(int r, int64_t k, __m512& v0, __m512& v1) const {
+    v0 = _mm512_loadu_ps(w + r * K + k);
+    v1 = _mm512_loadu_ps(w + r * K + k + 16);
+  }
+  FP4MOE_AVX512 __m512 at16(int r, int64_t k) const { return _mm512_loadu_ps(w + r * K + k); }
   void prefetch(int, int64_t) const {}
 };
 template <int kShift>
 struct Avx512Codes {
   CodeRows<kShift> c;
   Avx512Codes rows(int64_t r) const { return {c.rows(r)}; }
-  FP4MOE_AVX512 __m512 at(int r, int64_t k) const { return avx512_decode16(c.codes(r, k), c.table(r, k)); }
+  FP4MOE_AVX512 void at32(int r, int64_t k, __m512& v0, __m512& v1) const {
+    avx512_decode32(c.codes(r, k), c.table(r, k), c.table(r, k + 16), v0, v1);
+  }
+  FP4MOE_AVX512 __m512 at16(int r, int64_t k) const { return avx512_decode16(c.codes(r, k), c.table(r, k)); }
   __attribute__((always_inline)) void prefetch(int r, int64_t k) const { c.prefetch(r, k); }
 };
 struct Avx2Tile {
   const float* w;
   int64_t K;
   Avx2Tile rows(int64_t r) const { return {w + r * K, K}; }
-  FP4MOE_AVX2 void at(int r, int64_t k, __m256 (&v)[2]) const {
+  template <int kHalf>
+  FP4MOE_AVX2 void at32_half(int r, int64_t k, __m256 (&v)[2]) const { at16(r, k + 16 * kHalf, v); }
+  FP4MOE_AVX2 void at16(int r, int64_t k, __m256 (&v)[2]) const {
     v[0] = _mm256_loadu_ps(w + r * K + k);
     v[1] = _mm256_loadu_ps(w + r * K + k + 8);
   }
@@ -211,7 +261,11 @@ template <int kShift>
 struct Avx2Codes {
   CodeRows<kShift> c;
   Avx2Codes rows(int64_t r) const { return {c.rows(r)}; }
-  FP4MOE_AVX2 void at(int r, int64_t k, __m256 (&v)[2]) const { avx2_decode16(c.codes(r, k), c.table(r, k), v); }
+  template <int kHalf>
+  FP4MOE_AVX2 void at32_half(int r, int64_t k, __m256 (&v)[2]) const {
+    avx2_decode32_half<kHalf>(c.codes(r, k), c.table(r, k + 16 * kHalf), v);
+  }
+  FP4MOE_AVX2 void at16(int r, int64_t k, __m256 (&v)[2]) const { avx2_decode16(c.codes(r, k), c.table(r, k), v); }
   __attribute__((always_inline)) void prefetch(int r, int64_t k) const { c.prefetch(r, k); }
 };
 
@@ -233,13 +287,25 @@ struct Avx512Dots {
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
       for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K; k += kLanes) {
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {  // the groups of 32: two lane steps
       if ((k & 127) == 0)
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) w.prefetch(r, k);
+      __m512 wv[R][2];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) w.at32(r, k, wv[r][0], wv[r][1]);
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) {
+        const __m512 av0 = _mm512_loadu_ps(a[p] + k), av1 = _mm512_loadu_ps(a[p] + k + 16);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc[r][p] = _mm512_fmadd_ps(wv[r][1], av1, _mm512_fmadd_ps(wv[r][0], av0, acc[r][p]));
+      }
+    }
+    if (k < K) {  // K % 32 == 16: the final lane step
       __m512 wv[R];
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) wv[r] = w.at(r, k);
+      for (int r = 0; r < R; ++r) wv[r] = w.at16(r, k);
 #pragma GCC unroll 16
       for (int p = 0; p < P; ++p) {
         const __m512 av = _mm512_loadu_ps(a[p] + k);
@@ -260,6 +326,18 @@ struct Avx512Dots {
 // activation row's fit the 16 registers.
 struct Avx2Dots {
   static constexpr int kR = 2, kP = 2;
+  // One lane step (16 weights of each row in wv, at k) into the accumulators.
+  template <int R, int P>
+  FP4MOE_AVX2 static void step(const __m256 (&wv)[R][2], const float* const* a, int64_t k, __m256 (&acc)[R][P][2]) {
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 2
+      for (int i = 0; i < 2; ++i) {
+        const __m256 av = _mm256_loadu_ps(a[p] + k + 8 * i);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc[r][p][i] = _mm256_fmadd_ps(wv[r][i], av, acc[r][p][i]);
+      }
+  }
   template <int R, int P, class Src>
   __attribute__((target("avx2,fma"))) static void block(const Src& w, int64_t K, const float* const* a, float* out,
                                                         int64_t ldo) {
@@ -268,21 +346,24 @@ struct Avx2Dots {
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
       for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < K; k += kLanes) {
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {  // the groups of 32: two lane steps
       if ((k & 127) == 0)
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) w.prefetch(r, k);
       __m256 wv[R][2];
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) w.at(r, k, wv[r]);
+      for (int r = 0; r < R; ++r) w.template at32_half<0>(r, k, wv[r]);
+      step<R, P>(wv, a, k, acc);
 #pragma GCC unroll 16
-      for (int p = 0; p < P; ++p)
-#pragma GCC unroll 2
-        for (int i = 0; i < 2; ++i) {
-          const __m256 av = _mm256_loadu_ps(a[p] + k + 8 * i);
+      for (int r = 0; r < R; ++r) w.template at32_half<1>(r, k, wv[r]);
+      step<R, P>(wv, a, k + 16, acc);
+    }
+    if (k < K) {  // K % 32 == 16: the final lane step
+      __m256 wv[R][2];
 #pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) acc[r][p][i] = _mm256_fmadd_ps(wv[r][i], av, acc[r][p][i]);
-        }
+      for (int r = 0; r < R; ++r) w.at16(r, k, wv[r]);
+      step<R, P>(wv, a, k, acc);
     }
     for (int r = 0; r < R; ++r)
       for (int p = 0; p < P; ++p) {
@@ -320,30 +401,49 @@ void dots_blocked(const Src& w, int64_t n, int64_t K, const float* const* a, int
   }
 }
 
-// Tiles for experts of more than kFused rows: a row's 16 weights per step, as the sources decode
-// them.
+// Tiles for experts of more than fused_rows(): a row's 32 weights per step (16 in a final canonical
+// step), as the sources decode them.
 template <int kShift>
 __attribute__((target("avx512f,fma"))) void dequantize_avx512(const uint8_t* data, const uint8_t* scale, int64_t K,
                                                               int64_t n, float* tile) {
-  const CodeRows<kShift> c{data, scale, K, scaled_codes(1 << kShift)};
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t k = 0; k < K; k += 16) {
+  const Avx512Codes<kShift> c{{data, scale, K, scaled_codes(1 << kShift)}};
+  for (int64_t r = 0; r < n; ++r) {
+    float* o = tile + r * K;
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
       if ((k & 127) == 0) c.prefetch(int(r), k);
-      _mm512_storeu_ps(tile + r * K + k, avx512_decode16(c.codes(int(r), k), c.table(int(r), k)));
+      __m512 v0, v1;
+      c.at32(int(r), k, v0, v1);
+      _mm512_storeu_ps(o + k, v0);
+      _mm512_storeu_ps(o + k + 16, v1);
     }
+    if (k < K) _mm512_storeu_ps(o + k, c.at16(int(r), k));
+  }
+}
+FP4MOE_AVX2 void avx2_store16(float* o, const __m256 (&v)[2]) {
+  _mm256_storeu_ps(o, v[0]);
+  _mm256_storeu_ps(o + 8, v[1]);
 }
 template <int kShift>
 __attribute__((target("avx2,fma"))) void dequantize_avx2(const uint8_t* data, const uint8_t* scale, int64_t K,
                                                          int64_t n, float* tile) {
-  const CodeRows<kShift> c{data, scale, K, scaled_codes(1 << kShift)};
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t k = 0; k < K; k += 16) {
+  const Avx2Codes<kShift> c{{data, scale, K, scaled_codes(1 << kShift)}};
+  for (int64_t r = 0; r < n; ++r) {
+    float* o = tile + r * K;
+    int64_t k = 0;
+    __m256 v[2];
+    for (; k + 32 <= K; k += 32) {
       if ((k & 127) == 0) c.prefetch(int(r), k);
-      __m256 v[2];
-      avx2_decode16(c.codes(int(r), k), c.table(int(r), k), v);
-      _mm256_storeu_ps(tile + r * K + k, v[0]);
-      _mm256_storeu_ps(tile + r * K + k + 8, v[1]);
+      c.template at32_half<0>(int(r), k, v);
+      avx2_store16(o + k, v);
+      c.template at32_half<1>(int(r), k, v);
+      avx2_store16(o + k + 16, v);
     }
+    if (k < K) {
+      c.at16(int(r), k, v);
+      avx2_store16(o + k, v);
+    }
+  }
 }
 #undef FP4MOE_AVX512
 #undef FP4MOE_AVX2
@@ -606,6 +706,7 @@ class CpuBackend final : public Backend {
   float mult13(int64_t e) const { return w_->w13_dq[e] * (w4a4() ? w_->a13_dq : 1.0f); }
   float mult2(int64_t e) const { return w_->w2_dq[e] * (w4a4() ? w_->a2_dq : 1.0f); }
   bool w4a4() const { return w_->desc.act_quant == ActQuant::nvfp4; }
+  int64_t fused_rows() const { return simd_ == Simd::avx512 ? kFusedAvx512 : kFused; }
 
   // Rows of A grouped by expert (offset, src) -> Ys: GEMM 1, activation, GEMM 2.
   void experts(const Buffers& b) const {
@@ -620,7 +721,7 @@ class CpuBackend final : public Backend {
 
     // GEMM 1: item = (expert e, rows [i0, i0 + kRows) of gate and of up), dotted with the
     // expert's rows of A in chunks of kChunk (dots of chunk row c, gate row r at d[c * 2n + r],
-    // up row r at d[c * 2n + n + r]). An expert of at most kFused rows (one chunk) decodes the
+    // up row r at d[c * 2n + n + r]). An expert of at most fused_rows() rows (one chunk) decodes the
     // weights in registers (dots_fp4; the scalar loops through the tile, one matrix at a time); a
     // larger one dequantizes the n gate rows, then the n up rows, once into the thread's tile
     // (2n rows of H) for all its chunks.
@@ -633,7 +734,7 @@ class CpuBackend final : public Backend {
       const uint8_t* s = w.w13_scale.data() + e * 2 * I * C;
       float* gate = b.tiles + tid * tile;  // (n, H)
       float* up = gate + n * H;            // (n, H)
-      const bool fused = rows <= kFused;
+      const bool fused = rows <= fused_rows();
       if (!fused) {
         dequantize(q + i0 * (H / 2), s + i0 * C, w.block, H, n, gate, simd_);
         dequantize(q + (I + i0) * (H / 2), s + (I + i0) * C, w.block, H, n, up, simd_);
@@ -677,7 +778,7 @@ class CpuBackend final : public Backend {
       const uint8_t* q = w.w2.data() + e * H * (I / 2) + o0 * (I / 2);
       const uint8_t* s = w.w2_scale.data() + e * H * C + o0 * C;
       float* down = b.tiles + tid * tile;  // (n, I)
-      const bool fused = rows <= kFused;
+      const bool fused = rows <= fused_rows();
       if (!fused) dequantize(q, s, w.block, I, n, down, simd_);
       const float mult = mult2(e);
       const float* b2 = w.w2_bias.empty() ? nullptr : w.w2_bias.data() + e * H;  // (H)
@@ -701,8 +802,12 @@ class CpuBackend final : public Backend {
   Simd simd_;
 };
 
+// The weights in cpu codes: Layer::prepare has converted them in place (the entry's adopt); weights
+// still canonical (shared with another backend) are copied and converted.
 std::unique_ptr<Backend> create_cpu(std::shared_ptr<const HostWeights> w, const PrepareOptions&) {
-  return std::make_unique<CpuBackend>(std::move(w), thread_count(), simd_level());
+  const int threads = thread_count();
+  const Simd simd = simd_level();
+  return std::make_unique<CpuBackend>(with_cpu_codes(std::move(w)), threads, simd);
 }
 
 }  // namespace
@@ -720,6 +825,7 @@ BackendEntry cpu_backend_entry() {
       [](const LayerDesc&) { return std::string(); },
       "the multithreaded CPU backend: always available, fastest without a GPU",
       create_cpu,
+      to_cpu_codes,
   };
 }
 

@@ -441,6 +441,7 @@ std::string cuda_why_not_here() {
 std::string cuda_why_not_for(const LayerDesc&) { return ""; }
 
 std::unique_ptr<Backend> cuda_create(std::shared_ptr<const HostWeights> w, const PrepareOptions& options) {
+  if (w->codes != CodeLayout::canonical) fail(ErrorKind::unsupported, "backend cuda: codes not canonical");
   int dev = options.device;
   if (dev < 0) FP4MOE_CUDA_CHECK(cudaGetDevice(&dev));
   if (std::string why = cuda::why_no_kernel_image(dev); !why.empty())

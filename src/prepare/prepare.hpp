@@ -2,7 +2,8 @@
 // layout every backend's create() starts from (backend.hpp). This is the one place that
 // validates checkpoint tensors and undoes checkpoint variants (interleaved gate/up,
 // bf16 biases, per-expert input scales); backend-private layouts are built by each
-// backend's create() from HostWeights.
+// backend's create() from HostWeights (or, for the cpu backend's code order, by its entry's
+// adopt, in place).
 #pragma once
 
 #include <memory>

@@ -188,6 +188,7 @@ class ReferenceBackend final : public Backend {
 };
 
 std::unique_ptr<Backend> create_reference(std::shared_ptr<const HostWeights> w, const PrepareOptions&) {
+  if (w->codes != CodeLayout::canonical) fail(ErrorKind::unsupported, "backend reference: codes not canonical");
   return std::make_unique<ReferenceBackend>(std::move(w));
 }
 
