@@ -3,8 +3,9 @@
 //
 // Flow: Layer::prepare validates the checkpoint tensors (src/prepare) into HostWeights,
 // select_backend picks a BackendEntry, entry.adopt (where there is one) reorders the codes
-// in place, entry.create turns HostWeights into the backend's private layout. Layer::forward validates ForwardArgs against the layer and
-// the backend's device, then calls Backend::forward with arguments already checked.
+// in place, entry.create turns HostWeights into the backend's private layout. Layer::forward
+// validates ForwardArgs against the layer and the backend's device, then calls
+// Backend::forward with arguments already checked.
 #pragma once
 
 #include <cstdint>

@@ -244,8 +244,8 @@ TEST(CpuBackendBatched, W4a4Nvfp4InputMatchesReference) {
 
 // The cpu codes layout (src/cpu/cpu_codes.hpp), against its written rule: after the conversion,
 // weight k of a row (canonical: nibble k % 2 of byte k / 2) sits where cpu_code_at says; every k
-// has its own nibble; and the conversion back restores every byte. K = 16..336: one group, several,
-// and a final canonical 16 (K % 32 == 16).
+// has its own nibble; and the conversion back restores every byte. K = 16..2048: no group, one,
+// several, and a final canonical 16 (K % 32 == 16).
 TEST(CpuCodes, EachWeightWhereTheIndexFunctionSaysAndBack) {
   std::mt19937 rng(std::random_device{}());
   for (int64_t K : {16, 32, 48, 64, 96, 336, 2048}) {

@@ -61,7 +61,7 @@ constexpr int64_t kChunk = 64;   // activation rows per call of dots() in a work
 // lost 4% at T = 1000; AVX2 (kP 2, a dearer decode) 4: 16 lost 7% at T = 300, 8 6% at T = 64
 // (v70, a 2-vCPU Xeon).
 constexpr int64_t kFusedAvx512 = 16;
-constexpr int64_t kFused = 4;
+constexpr int64_t kFusedAvx2 = 4;  // and the scalar loops (which dequantize a tile either way)
 constexpr size_t kAlign = 64;
 
 // The backend's SIMD paths: none (the scalar loops), AVX2 (with FMA), or AVX-512 (F). The same
@@ -706,7 +706,7 @@ class CpuBackend final : public Backend {
   float mult13(int64_t e) const { return w_->w13_dq[e] * (w4a4() ? w_->a13_dq : 1.0f); }
   float mult2(int64_t e) const { return w_->w2_dq[e] * (w4a4() ? w_->a2_dq : 1.0f); }
   bool w4a4() const { return w_->desc.act_quant == ActQuant::nvfp4; }
-  int64_t fused_rows() const { return simd_ == Simd::avx512 ? kFusedAvx512 : kFused; }
+  int64_t fused_rows() const { return simd_ == Simd::avx512 ? kFusedAvx512 : kFusedAvx2; }
 
   // Rows of A grouped by expert (offset, src) -> Ys: GEMM 1, activation, GEMM 2.
   void experts(const Buffers& b) const {
