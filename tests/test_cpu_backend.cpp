@@ -2,16 +2,23 @@
 // batched format, thread-count independence, every output element written and nothing
 // outside out.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "backend.hpp"
 #include "cpu/cpu_codes.hpp"
+#include "cpu/worker_pool.hpp"
 #include "env_test_util.hpp"
 #include "format/quant.hpp"
 #include "moe_fixtures.hpp"
@@ -306,6 +313,81 @@ TEST(CpuCodes, SharedWeightsCopiedOwnWeightsConverted) {
   } catch (const Error& err) {
     EXPECT_EQ(err.kind(), ErrorKind::unsupported);
   }
+}
+
+// The backend's worker pool (cpu/worker_pool.hpp): every index once, on a thread numbered below
+// the count, over many calls of different sizes (the workers kept between them), and from two
+// callers at once (the second starts threads of its own).
+TEST(CpuWorkerPool, EveryIndexOnceOverManyCallsAndTwoCallers) {
+  for (const int threads : {2, 3, 8}) {
+    detail::WorkerPool pool(threads);
+    auto check = [&](int64_t n, int round) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> bad_tid{0};
+      pool.run(n, [&](int64_t i, int tid) {
+        hits[size_t(i)].fetch_add(1, std::memory_order_relaxed);
+        if (tid < 0 || tid >= threads) bad_tid.fetch_add(1, std::memory_order_relaxed);
+      });
+      size_t wrong = 0;
+      for (const auto& h : hits) wrong += h.load() != 1;
+      EXPECT_EQ(wrong, 0u) << "n " << n << ", " << threads << " threads, round " << round;
+      EXPECT_EQ(bad_tid.load(), 0) << "n " << n << ", " << threads << " threads, round " << round;
+    };
+    for (int round = 0; round < 300; ++round)
+      for (const int64_t n : {int64_t(0), int64_t(1), int64_t(2), int64_t(7), int64_t(1000)}) check(n, round);
+    EXPECT_EQ(pool.workers(), threads - 1);
+    std::thread other([&] {
+      for (int round = 0; round < 200; ++round) check(777, round);
+    });
+    for (int round = 0; round < 200; ++round) check(555, round);
+    other.join();
+  }
+  detail::WorkerPool unused(4);  // destroyed without a call: no thread was started
+  EXPECT_EQ(unused.workers(), 0);
+}
+
+// A fork's child inherits the pool without its threads: its calls still visit every index (on
+// threads of their own) and its destructor returns (alarm: a hang ends the child by a signal).
+TEST(CpuWorkerPool, ForkChildRunsWithoutTheWorkers) {
+  auto pool = std::make_unique<detail::WorkerPool>(3);
+  std::atomic<int64_t> sum{0};
+  pool->run(100, [&](int64_t i, int) { sum += i; });
+  ASSERT_EQ(sum.load(), 4950);
+  ASSERT_EQ(pool->workers(), 2);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0) << "fork failed";
+  if (child == 0) {
+    alarm(20);
+    std::atomic<int64_t> s{0};
+    for (int round = 0; round < 50; ++round) pool->run(1000, [&](int64_t i, int) { s += i; });
+    pool.reset();
+    _exit(s.load() == 50 * 499500 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "child killed by signal " + std::to_string(WTERMSIG(status)) : "child's sums wrong");
+  sum = 0;
+  pool->run(100, [&](int64_t i, int) { sum += i; });  // the parent's workers still serve
+  EXPECT_EQ(sum.load(), 4950);
+}
+
+// One backend, its workers kept: forwards one after another and from two host threads at once
+// (each with its own buffers) give the bits of a one-thread backend.
+TEST(CpuBackendPool, RepeatedAndConcurrentForwardsSameBits) {
+  const MoEProblem p = testing::make_problem(testing::small_api_case("pool", 24, std::random_device{}()));
+  const int64_t T = p.c.T;
+  const auto one = cpu_on(p, "1"), three = cpu_on(p, "3");
+  const std::vector<float> want = run_f32(p, one->workspace_size(T), [&](const ForwardArgs& x) { one->forward(x); });
+  auto run3 = [&] { return run_f32(p, three->workspace_size(T), [&](const ForwardArgs& x) { three->forward(x); }); };
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(bit_equal(run3(), want)) << "forward " << i;
+  std::vector<float> theirs[10];
+  std::thread other([&] {
+    for (auto& t : theirs) t = run3();
+  });
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(bit_equal(run3(), want)) << "concurrent forward " << i;
+  other.join();
+  for (const auto& t : theirs) EXPECT_TRUE(bit_equal(t, want)) << "the other thread's forward";
 }
 
 // The ladder: cpu serves every layer on every machine, and "auto" picks it without a GPU.

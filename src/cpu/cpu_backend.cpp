@@ -45,9 +45,9 @@
 
 #include "backend.hpp"
 #include "cpu/cpu_codes.hpp"
+#include "cpu/worker_pool.hpp"
 #include "format/quant.hpp"
 #include "fp4moe/format.h"
-#include "parallel.hpp"
 
 namespace fp4moe::detail {
 namespace {
@@ -581,7 +581,7 @@ struct Buffers {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(std::shared_ptr<const HostWeights> w, int threads, Simd simd)
-      : w_(std::move(w)), threads_(threads), simd_(simd) {
+      : w_(std::move(w)), threads_(threads), simd_(simd), pool_(threads) {
     desc = w_->desc;
     num_local = w_->num_local;
     name = "cpu";
@@ -617,7 +617,7 @@ class CpuBackend final : public Backend {
     // now offset[e+1] = end of e = start of e+1
 
     // A (T, H): x_t as bf16; under router weight on input (k == 1) times w_t, rounded again.
-    parallel_for(T, threads_, [&](int64_t t, int) {
+    pool_.run(T, [&](int64_t t, int) {
       float* a = b.A + t * H;
       for (int64_t i = 0; i < H; ++i) a[i] = round_bf16(read_activation(X.data, X.dtype, t * X.stride[0] + i * X.stride[1]));
       if (args.apply_router_weight_on_input) {
@@ -630,7 +630,7 @@ class CpuBackend final : public Backend {
     experts(b);
 
     // out_t = sum_j w_j y_j in slot order, one rounding.
-    parallel_for(T, threads_, [&](int64_t t, int tid) {
+    pool_.run(T, [&](int64_t t, int tid) {
       float* acc = b.tiles + tid * Buffers::tile_floats(H, w_->I());  // (H) fits: tile >= 2 * kRows * H
       std::fill(acc, acc + H, 0.0f);
       for (int64_t j = 0; j < k; ++j) {
@@ -658,7 +658,7 @@ class CpuBackend final : public Backend {
     for (int64_t p = 0; p < R; ++p) b.src[p] = int32_t(p);
 
     // A row p = expert e's row r, p = offset[e] + r.
-    parallel_for(EL, threads_, [&](int64_t e, int) {
+    pool_.run(EL, [&](int64_t e, int) {
       for (int64_t r = 0; r < count(e); ++r) {
         float* a = b.A + (b.offset[e] + r) * H;
         if (X.dtype == DType::u8) {
@@ -678,7 +678,7 @@ class CpuBackend final : public Backend {
 
     experts(b);
 
-    parallel_for(R, threads_, [&](int64_t p, int) {
+    pool_.run(R, [&](int64_t p, int) {
       const int64_t e = std::upper_bound(b.offset, b.offset + EL + 1, int32_t(p)) - b.offset - 1;
       const int64_t r = p - b.offset[e];
       const float* y = b.Ys + p * H;
@@ -726,7 +726,7 @@ class CpuBackend final : public Backend {
     // larger one dequantizes the n gate rows, then the n up rows, once into the thread's tile
     // (2n rows of H) for all its chunks.
     const int64_t blocks1 = (I + kRows - 1) / kRows;
-    parallel_for(n_active * blocks1, threads_, [&](int64_t item, int tid) {
+    pool_.run(n_active * blocks1, [&](int64_t item, int tid) {
       const int64_t e = b.active[item / blocks1], i0 = item % blocks1 * kRows, i1 = std::min(I, i0 + kRows), n = i1 - i0;
       const int64_t rows = b.offset[e + 1] - b.offset[e];
       const int64_t C = H / w.block;
@@ -766,12 +766,12 @@ class CpuBackend final : public Backend {
       }
     });
     if (w4a4())  // h' = e2m1 * scale, its dq_scale in mult2
-      parallel_for(R, threads_, [&](int64_t p, int) { nvfp4_fake_quant(b.Hs + p * I, I, 1.0f / w.a2_dq, 1.0f, b.Hs + p * I); });
+      pool_.run(R, [&](int64_t p, int) { nvfp4_fake_quant(b.Hs + p * I, I, 1.0f / w.a2_dq, 1.0f, b.Hs + p * I); });
 
     // GEMM 2: item = (expert e, output rows [o0, o0 + kRows)), the expert's rows of Hs in
     // chunks of kChunk as in GEMM 1.
     const int64_t blocks2 = (H + kRows - 1) / kRows;
-    parallel_for(n_active * blocks2, threads_, [&](int64_t item, int tid) {
+    pool_.run(n_active * blocks2, [&](int64_t item, int tid) {
       const int64_t e = b.active[item / blocks2], o0 = item % blocks2 * kRows, o1 = std::min(H, o0 + kRows), n = o1 - o0;
       const int64_t rows = b.offset[e + 1] - b.offset[e];
       const int64_t C = I / w.block;
@@ -800,6 +800,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const HostWeights> w_;
   int threads_;
   Simd simd_;
+  mutable WorkerPool pool_;  // forward is const; the pool is its threads, not its state
 };
 
 // The weights in cpu codes: Layer::prepare has converted them in place (the entry's adopt); weights
