@@ -22,7 +22,7 @@
 #   PART=tests (~400 s): the branch's own tests (CudaGemmSm80Units, CudaGemmSm80Early at 1 and 3
 #     slots a CTA, CudaLayer.FastPathGemm2StartsPerExpert) and the fast path's tile tests in 8
 #     shards; then memcheck and racecheck over a few of its own.
-#   PART=ab (~540 s): alternated A/B processes of main (main's CLI) / u1e0 (the branch, both switches
+#   PART=ab (~540 s; AB_START / AB_STOP: the seconds after which no round / no point starts, 480 / 540): alternated A/B processes of main (main's CLI) / u1e0 (the branch, both switches
 #     off) / u2e0 / u1e1 / u2e1 at the fast path's rows of the small presets and kimi-k2 T = 32;
 #     medians against main.
 #   PART=suite SWITCH="VAR=value ..." (~330 s): the whole test binary, EP apart, with the switches
@@ -56,7 +56,7 @@ case "${PART:-tests}" in
     for v in u1e0 u2e0 u1e1 u2e1; do
       env_variant $v .carry/bin/fp4moe_bin_mue "FP4MOE_SM80_UNITS=${v:1:1} FP4MOE_SM80_EARLY=${v:3:1}"
     done
-    ab_rounds_by_point 480 540 "main u1e0 u2e0 u1e1 u2e1" "$specs"
+    ab_rounds_by_point ${AB_START:-480} ${AB_STOP:-540} "main u1e0 u2e0 u1e1 u2e1" "$specs"
     ab_report main ;;
   suite)
     unxz .carry/mue/tests.xz .carry/bin/fp4moe_tests || exit 1
