@@ -31,10 +31,7 @@ class WorkerPool {
   // while another is in flight (another thread's forward) starts threads of its own instead.
   template <class Fn>
   void run(int64_t n, const Fn& fn) {
-    if (std::min<int64_t>(threads_, n) <= 1) {
-      for (int64_t i = 0; i < n; ++i) fn(i, 0);
-      return;
-    }
+    if (std::min<int64_t>(threads_, n) <= 1) return parallel_for(n, threads_, fn);  // its loop on this thread
     std::unique_lock<std::mutex> owner(busy_, std::try_to_lock);
     if (!owner.owns_lock() || forked()) return parallel_for(n, threads_, fn);
     dispatch(n, &call<Fn>, &fn);
