@@ -172,7 +172,7 @@ TEST(ApiValidate, MemoryLabelledCudaMustBeDeviceMemory) {
     EXPECT_NO_THROW(detail::expect_device_pointers("entry", {{"x", &t}}));
   } else {
     expect_error([&] { detail::expect_device_pointers("entry", {{"e", &empty}, {"x", &t}}); },
-                 ErrorKind::invalid_argument, {"entry: x: got f32[3, 8] on cuda:0 at 0x", "can reach at its data pointer"});
+                 ErrorKind::invalid_argument, {"entry: x: got f32[3, 8] on cuda:0 at 0x", "can reach over all its bytes"});
     // route: its other checks pass, then the pointers fail, the logits first
     expect_error([&] { route(a); }, ErrorKind::invalid_argument, {"route: router_logits: got", "can reach"});
     a.topk_weights.shape[1] = 3;  // a shape error is named before any pointer is looked at

@@ -70,13 +70,13 @@ void expect_aligned(std::string_view entry, std::string_view arg, const TensorVi
 
 void expect_device_memory(std::string_view entry, std::string_view arg, const TensorView& t) {
 #if defined(FP4MOE_WITH_CUDA)
-  const std::string why = cuda::why_not_device_memory(t.data, t.device_id);
+  const std::string why = cuda::why_not_device_memory(t.data, t.nbytes(), t.device_id);
   if (why.empty()) return;
   char addr[32];
   std::snprintf(addr, sizeof addr, "%p", t.data);
   fail_got(entry, arg, t.describe() + " at " + addr + " (" + why + ")",
            "memory the kernels of cuda:" + std::to_string(t.device_id) +
-               " can reach at its data pointer (its allocation, managed memory or mapped pinned host memory)");
+               " can reach over all its bytes (its allocation, managed memory or mapped pinned host memory)");
 #else
   // No CUDA in this build: no backend takes CUDA tensors (expect_place already failed them).
   fail_tensor(entry, arg, t, "a CPU tensor (this build has no CUDA)", ErrorKind::unsupported);

@@ -46,16 +46,13 @@ std::string why_no_device(int device) {
   return "";
 }
 
-std::string why_not_device_memory(const void* p, int device) {
-  // The query runs in the current device's context, and would create one there: it asks with
-  // `device` current, whose context the kernels (or prepare's copy) use anyway.
-  int prev = -1;
-  cudaError_t err = cudaGetDevice(&prev);
-  if (err == cudaSuccess && prev != device) err = cudaSetDevice(device);
+namespace {
+
+// What the kernels of `device` cannot do with the byte at `p` ("" when they can read and write
+// it), with `device` current. One cudaPointerGetAttributes call; leaves no sticky error.
+std::string why_not_reachable(const void* p, int device) {
   cudaPointerAttributes at{};
-  if (err == cudaSuccess) err = cudaPointerGetAttributes(&at, p);
-  if (prev >= 0 && prev != device) (void)cudaSetDevice(prev);
-  if (err != cudaSuccess) {
+  if (const cudaError_t err = cudaPointerGetAttributes(&at, p); err != cudaSuccess) {
     (void)cudaGetLastError();
     return "a pointer the CUDA runtime cannot place (" + error_text(err) + ")";
   }
@@ -76,6 +73,31 @@ std::string why_not_device_memory(const void* p, int device) {
       return pageable ? "" : "host memory, not a CUDA allocation";
     }
   }
+}
+
+}  // namespace
+
+std::string why_not_device_memory(const void* p, size_t bytes, int device) {
+  // The queries run in the current device's context, and would create one there: they ask with
+  // `device` current, whose context the kernels (or prepare's copy) use anyway.
+  int prev = -1;
+  cudaError_t err = cudaGetDevice(&prev);
+  if (err == cudaSuccess && prev != device) err = cudaSetDevice(device);
+  std::string why;
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    why = "a pointer the CUDA runtime cannot place (" + error_text(err) + ")";
+  } else {
+    why = why_not_reachable(p, device);
+    if (why.empty() && bytes > 1) {
+      const size_t last = bytes - 1;
+      const std::string at_last = why_not_reachable(static_cast<const char*>(p) + last, device);
+      if (!at_last.empty())
+        why = "it runs past its allocation: its last byte, " + std::to_string(last) + " bytes on, is " + at_last;
+    }
+  }
+  if (prev >= 0 && prev != device) (void)cudaSetDevice(prev);
+  return why;
 }
 
 int compute_capability(int device) {

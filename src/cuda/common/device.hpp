@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <string>
 
 #include "cuda/common/check.hpp"
@@ -23,14 +24,18 @@ std::string why_no_device(int device);
 // Probes with cudaFuncGetAttributes on a pipeline kernel; restores the current device.
 std::string why_no_kernel_image(int device);
 
-// "" when the kernels of `device` can read and write memory at `p`: an allocation of that
-// device, managed memory, mapped pinned host memory, or, where the device reads pageable host
-// memory (cudaDevAttrPageableMemoryAccess: HMM or ATS), any host memory; else what it is
-// instead ("host memory, not a CUDA allocation", "memory of cuda:1"). Never throws and leaves no
-// sticky error: the public entries' argument check of every CUDA tensor (validate.cpp), so that a
-// host buffer labelled cuda fails naming its argument, not in a kernel that would break the
-// context. One cudaPointerGetAttributes call (a host-side lookup, no device round trip).
-std::string why_not_device_memory(const void* p, int device);
+// "" when the kernels of `device` can read and write the `bytes` bytes at `p`: the first and
+// the last of them each in an allocation of that device, managed memory, mapped pinned host
+// memory, or, where the device reads pageable host memory (cudaDevAttrPageableMemoryAccess: HMM
+// or ATS), any host memory; else what it is instead ("host memory, not a CUDA allocation",
+// "memory of cuda:1", "it runs past its allocation: its last byte, N bytes on, is ..."). Never
+// throws and leaves no sticky error: the public entries' argument check of every CUDA tensor
+// (validate.cpp), so that a host buffer labelled cuda, or a view longer than what is mapped
+// there, fails naming its argument, not in a kernel that would break the context. Two
+// cudaPointerGetAttributes calls (host-side lookups, no device round trip). It sees the two
+// ends only: a view that runs from its allocation into a neighbouring one of the same device
+// passes.
+std::string why_not_device_memory(const void* p, size_t bytes, int device);
 
 // Compute capability as major * 10 + minor, or -1 when it cannot be read.
 int compute_capability(int device);
