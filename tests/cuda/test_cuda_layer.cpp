@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "backend.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "cuda/decode_layer.hpp"
@@ -733,10 +735,14 @@ TEST(CudaLayer, ForwardTakesOnlyMemoryItsDeviceReaches) {
   }
 }
 
-// The check looks at a CUDA tensor's last byte too: out as a view that ends where its allocation
-// ends runs (the device buffers' bits); the same view moved half its length on, so that its second
-// half lies past the allocation, fails naming out, with nothing written. (Where the addresses
-// after the allocation are mapped, or the device reads pageable memory, nothing can tell: skipped.)
+// The check looks at a CUDA tensor's last byte too. In an 8 MiB buffer, out as a view that ends
+// where the buffer ends runs (the device buffers' bits); the same view moved half its length on,
+// its second half past the buffer, fails naming out, with nothing written; so does hidden_states
+// past the same end. The buffer is pinned host memory (registered, mapped: the first 8 MiB of a
+// mapping of 9, so that what follows it is plain host memory), where the refusal is asserted
+// unless the device reads pageable memory; then device memory (cudaMalloc), where it is asserted
+// only when the runtime places no memory right after it (on the v72 H100 the next allocation lay
+// there, which two ends cannot tell apart).
 TEST(CudaLayer, ForwardRefusesAViewRunningPastItsAllocation) {
   FP4MOE_SKIP_WITHOUT_GPU();
   const MoEProblem p = make_problem(small_case("qwen3_30b_T64"));
@@ -744,53 +750,72 @@ TEST(CudaLayer, ForwardRefusesAViewRunningPastItsAllocation) {
   Stream stream;
   StandardRun run(p, layer, p.topk_ids, stream.get());
   const std::vector<float> want = run.run();
-  const size_t ob = want.size() * 4, alloc = size_t(64) << 20;
+  const size_t ob = want.size() * 4, xb = p.x.size() * 2, alloc = size_t(8) << 20, extra = size_t(1) << 20;
   ASSERT_EQ(ob % 32, 0u);
-  void* big = nullptr;
-  TEST_CUDA(cudaMalloc(&big, alloc));
-  char* const end = static_cast<char*>(big) + alloc;
-  auto tail = [&](size_t n) {
-    std::vector<uint8_t> h(n);
-    TEST_CUDA(cudaMemcpy(h.data(), end - n, n, cudaMemcpyDeviceToHost));
-    return h;
-  };
-  TEST_CUDA(cudaMemset(big, 0xFF, alloc));
-  TEST_CUDA(cudaDeviceSynchronize());
-  ForwardArgs a = run.args;
-  a.out.data = end - ob;
-  EXPECT_NO_THROW(layer.forward(a));
-  TEST_CUDA(cudaStreamSynchronize(stream.get()));
-  const std::vector<uint8_t> got = tail(ob);
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), ob), 0) << "a view ending at its allocation's end gave other bits";
-
+  ASSERT_EQ(xb % 32, 0u);
+  ASSERT_LE(std::max(ob, xb), extra);
   const int device = current_device();
-  int pageable = 0;
+  int pageable = 0, host_pointer = 0;
   TEST_CUDA(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device));
-  cudaPointerAttributes after{};
-  TEST_CUDA(cudaPointerGetAttributes(&after, end + ob / 2 - 1));
-  if (pageable || after.type != cudaMemoryTypeUnregistered) {
-    TEST_CUDA(cudaFree(big));
-    GTEST_SKIP() << "the addresses after the allocation are reachable (pageable access " << pageable
-                 << ", memory type " << int(after.type) << "): a longer view cannot be told apart";
+  TEST_CUDA(cudaDeviceGetAttribute(&host_pointer, cudaDevAttrCanUseHostPointerForRegisteredMem, device));
+  for (const bool pinned : {true, false}) {
+    SCOPED_TRACE(pinned ? "pinned" : "device");
+    if (pinned && !host_pointer) continue;  // its device view would sit elsewhere: refused whole
+    void* big = nullptr;
+    if (pinned) {
+      big = mmap(nullptr, alloc + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      ASSERT_NE(big, MAP_FAILED);
+      TEST_CUDA(cudaHostRegister(big, alloc, cudaHostRegisterMapped));
+    } else {
+      TEST_CUDA(cudaMalloc(&big, alloc));
+    }
+    char* const end = static_cast<char*>(big) + alloc;
+    auto tail = [&](size_t n) {
+      std::vector<uint8_t> h(n);
+      TEST_CUDA(cudaMemcpy(h.data(), end - n, n, cudaMemcpyDefault));
+      return h;
+    };
+    auto poison = [&] {
+      if (pinned) std::memset(big, 0xFF, alloc);
+      else TEST_CUDA(cudaMemset(big, 0xFF, alloc));
+      TEST_CUDA(cudaDeviceSynchronize());
+    };
+    poison();
+    ForwardArgs a = run.args;
+    a.out.data = end - ob;
+    EXPECT_NO_THROW(layer.forward(a));
+    TEST_CUDA(cudaStreamSynchronize(stream.get()));
+    const std::vector<uint8_t> got = tail(ob);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), ob), 0) << "a view ending at its buffer's end gave other bits";
+
+    cudaPointerAttributes after{};
+    TEST_CUDA(cudaPointerGetAttributes(&after, end));
+    const bool can_tell = !pageable && after.type == cudaMemoryTypeUnregistered;
+    if (pinned && !pageable) EXPECT_TRUE(can_tell) << "memory type after the registered range: " << int(after.type);
+    if (can_tell) {
+      poison();
+      a.out.data = end - ob / 2;
+      const std::string m = error_of([&] { layer.forward(a); }, ErrorKind::invalid_argument);
+      EXPECT_NE(m.find("Layer::forward: out: got"), std::string::npos) << m;
+      EXPECT_NE(m.find("runs past its allocation: its last byte, " + std::to_string(ob - 1) +
+                       " bytes on, is host memory"),
+                std::string::npos)
+          << m;
+      TEST_CUDA(cudaStreamSynchronize(stream.get()));
+      for (uint8_t b : tail(ob)) ASSERT_EQ(b, 0xFF) << "the buffer was written by a call that failed";
+      a = run.args;
+      a.hidden_states.data = end - xb / 2;
+      const std::string mx = error_of([&] { layer.forward(a); }, ErrorKind::invalid_argument);
+      EXPECT_NE(mx.find("Layer::forward: hidden_states: got"), std::string::npos) << mx;
+      EXPECT_NE(mx.find("runs past its allocation"), std::string::npos) << mx;
+    }
+    if (pinned) {
+      TEST_CUDA(cudaHostUnregister(big));
+      ASSERT_EQ(munmap(big, alloc + extra), 0);
+    } else {
+      TEST_CUDA(cudaFree(big));
+    }
   }
-  TEST_CUDA(cudaMemset(big, 0xFF, alloc));
-  TEST_CUDA(cudaDeviceSynchronize());
-  a.out.data = end - ob / 2;
-  const std::string m = error_of([&] { layer.forward(a); }, ErrorKind::invalid_argument);
-  EXPECT_NE(m.find("Layer::forward: out: got"), std::string::npos) << m;
-  EXPECT_NE(m.find("runs past its allocation: its last byte, " + std::to_string(ob - 1) + " bytes on, is host memory"),
-            std::string::npos)
-      << m;
-  TEST_CUDA(cudaStreamSynchronize(stream.get()));
-  for (uint8_t b : tail(ob)) ASSERT_EQ(b, 0xFF) << "the allocation was written by a call that failed";
-  // an input too: hidden_states' view running past the same end
-  a = run.args;
-  const size_t xb = p.x.size() * 2;
-  a.hidden_states.data = end - xb / 2;
-  const std::string mx = error_of([&] { layer.forward(a); }, ErrorKind::invalid_argument);
-  EXPECT_NE(mx.find("Layer::forward: hidden_states: got"), std::string::npos) << mx;
-  EXPECT_NE(mx.find("runs past its allocation"), std::string::npos) << mx;
-  TEST_CUDA(cudaFree(big));
 }
 
 // T == 0 and M == 0: no work, no workspace, nothing launched.
