@@ -84,7 +84,7 @@ struct BackendEntry {
   void (*adopt)(HostWeights& weights) = nullptr;
 };
 
-// The cpu backend's SIMD level here ("avx512", "avx2" or "scalar"), as FP4MOE_CPU_SIMD selects
+// The cpu backend's SIMD level here ("amx", "avx512", "avx2" or "scalar"), as FP4MOE_CPU_SIMD selects
 // it; throws Error(invalid_argument) naming the variable for a bad value (src/cpu).
 std::string cpu_simd_level();
 

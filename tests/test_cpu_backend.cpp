@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "cpu/cpu_amx.hpp"
 #include "cpu/cpu_codes.hpp"
 #include "cpu/worker_pool.hpp"
 #include "env_test_util.hpp"
@@ -74,9 +75,11 @@ std::vector<const char*> simd_levels() {
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (avx2) v.push_back("avx2");
   if (avx2 && __builtin_cpu_supports("avx512f")) v.push_back("avx512");
+  if (avx2 && __builtin_cpu_supports("avx512f") && detail::amx_usable()) v.push_back("amx");
 #endif
   return v;
 }
+bool is_amx(const char* level) { return std::string(level) == "amx"; }
 
 bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -107,16 +110,26 @@ TEST_P(CpuBackendCase, MatchesReferenceAndIgnoresThreadCount) {
   EXPECT_TRUE(bit_equal(a, b)) << "1 thread vs 3 threads differ";
   EXPECT_TRUE(bit_equal(a, got)) << "1 thread vs the default thread count differ";
 
-  // the SIMD paths against the scalar loops: the default (the best level) and every level this
-  // CPU has give the same bits
+  // the SIMD paths against the scalar loops: the default (the best level) and every vector level
+  // this CPU has give the same bits; amx (its large experts on AMX tiles, summed in the tiles'
+  // order) is held to the oracle, and to the same bits on 2 threads as on 1
   const auto scalar = cpu_on(p, "3", "0");
   const std::vector<float> c =
       run_f32(p, scalar->workspace_size(p.c.T), [&](const ForwardArgs& x) { scalar->forward(x); });
-  EXPECT_TRUE(bit_equal(a, c)) << "FP4MOE_CPU_SIMD=0 differs from the default";
-  for (const char* level : simd_levels()) {
+  const std::vector<const char*> levels = simd_levels();
+  if (levels.empty() || !is_amx(levels.back())) EXPECT_TRUE(bit_equal(a, c)) << "FP4MOE_CPU_SIMD=0 differs from the default";
+  for (const char* level : levels) {
     const auto simd = cpu_on(p, "2", level);
     const std::vector<float> v = run_f32(p, simd->workspace_size(p.c.T), [&](const ForwardArgs& x) { simd->forward(x); });
-    EXPECT_TRUE(bit_equal(v, c)) << "FP4MOE_CPU_SIMD=" << level << " differs from FP4MOE_CPU_SIMD=0";
+    if (!is_amx(level)) {
+      EXPECT_TRUE(bit_equal(v, c)) << "FP4MOE_CPU_SIMD=" << level << " differs from FP4MOE_CPU_SIMD=0";
+      continue;
+    }
+    EXPECT_LE(testing::rel_l2(v, ref), testing::tolerance(p.c)) << "amx";
+    const auto one_amx = cpu_on(p, "1", level);
+    const std::vector<float> v1 =
+        run_f32(p, one_amx->workspace_size(p.c.T), [&](const ForwardArgs& x) { one_amx->forward(x); });
+    EXPECT_TRUE(bit_equal(v, v1)) << "amx: 1 thread vs 2 threads differ";
   }
 }
 
@@ -447,13 +460,80 @@ TEST(CpuBackendSelect, BuildInfoNamesTheSimdLevel) {
 TEST(CpuBackendSelect, MissingSimdLevelIsNamed) {
   const std::vector<const char*> have = simd_levels();
   bool missing = false;
-  for (const char* level : {"avx2", "avx512"}) {
+  for (const char* level : {"avx2", "avx512", "amx"}) {
     if (std::find_if(have.begin(), have.end(), [&](const char* h) { return std::string(h) == level; }) != have.end())
       continue;
     missing = true;
     expect_bad_variable_named("FP4MOE_CPU_SIMD", level);
   }
   if (!missing) GTEST_SKIP() << "this CPU has every SIMD level";
+}
+
+// The AMX tiles' dots (cpu_amx.hpp) against integer sums: weights and activations small
+// integers (exact in bf16, every partial sum exact in fp32), so the tiles must give the exact
+// sums, whatever their order. 1 and 2 row blocks, 1-5 token blocks (the tiles take 3 at a time),
+// K a multiple of 32 and not (padded with zeros), the last token block short.
+TEST(CpuAmx, DotsGiveExactIntegerSums) {
+  if (!detail::amx_usable()) GTEST_SKIP() << "no AMX-BF16 here";
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> small(-8, 8);
+  for (const int64_t K : {32, 48, 1040}) {
+    const int64_t Kp = detail::amx_k_padded(K);
+    for (int RB = 1; RB <= 2; ++RB)
+      for (int nt = 1; nt <= 5; ++nt) {
+        SCOPED_TRACE("K " + std::to_string(K) + ", RB " + std::to_string(RB) + ", nt " + std::to_string(nt));
+        const int rows = RB * 16, tokens = nt * 16 - 5;
+        std::vector<float> w(size_t(rows * K)), x(size_t(tokens * K));
+        for (float& v : w) v = float(small(rng));
+        for (float& v : x) v = float(small(rng));
+        std::vector<uint16_t> wt(size_t(rows * Kp), 0), blocks(size_t(nt * Kp * 16), 0xFFFF);
+        for (int r = 0; r < rows; ++r)
+          for (int64_t k = 0; k < K; ++k) wt[r * Kp + k] = bf16_from_f32(w[r * K + k]);
+        for (int t = 0; t < nt; ++t) {
+          const float* rp[16];
+          const int n = std::min(16, tokens - 16 * t);
+          for (int c = 0; c < n; ++c) rp[c] = x.data() + (16 * t + c) * K;
+          ASSERT_TRUE(detail::amx_vnni_block(rp, n, K, blocks.data() + t * Kp * 16));
+        }
+        std::vector<float> sums(size_t(nt * rows * 16), std::nanf(""));
+        detail::amx_dots(wt.data(), RB, Kp, blocks.data(), nt, sums.data());
+        for (int t = 0; t < nt; ++t)
+          for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < 16; ++c) {
+              int64_t want = 0;
+              if (16 * t + c < tokens)
+                for (int64_t k = 0; k < K; ++k) want += int64_t(w[r * K + k]) * int64_t(x[(16 * t + c) * K + k]);
+              ASSERT_EQ(sums[(t * rows + r) * 16 + c], float(want)) << "t " << t << " r " << r << " c " << c;
+            }
+      }
+  }
+}
+
+// A subnormal GEMM 1 input, which the tiles would read as zero, sends its expert to the vector
+// path, in both GEMMs (as does one below 2^-100): all tokens on one expert (the AMX path's case), one activation
+// subnormal, gives AVX-512's bits; without it the same problem sums in the tiles' order (other
+// bits somewhere). The tiles' own check: amx_vnni_block refuses a subnormal, takes zeros.
+TEST(CpuAmx, SubnormalInputTakesTheVectorPath) {
+  if (!detail::amx_usable()) GTEST_SKIP() << "no AMX-BF16 here";
+  testing::MoECase c{.name = "amx_subnormal", .H = 256, .I = 128, .E = 4, .k = 1, .T = 40,
+                     .routing = testing::Routing::one_expert};
+  c.seed = std::random_device{}();
+  MoEProblem p = testing::make_problem(c);
+  auto run = [&](const char* level) {
+    const auto b = cpu_on(p, "2", level);
+    return run_f32(p, b->workspace_size(p.c.T), [&](const ForwardArgs& x) { b->forward(x); });
+  };
+  EXPECT_FALSE(bit_equal(run("amx"), run("avx512"))) << "the tiles' order gave AVX-512's bits: the test cannot tell the paths apart";
+  p.x[size_t(7 * p.c.H + 3)] = 0x0001;  // the smallest positive bf16 subnormal
+  EXPECT_TRUE(bit_equal(run("amx"), run("avx512"))) << "an expert with a subnormal input ran on the tiles";
+  EXPECT_LE(testing::rel_l2(run("amx"), testing::run_reference(p, DType::f32)), testing::tolerance(p.c));
+  const float ok[40] = {0.0f, 0x1p-100f, -0x1p-100f, 1e30f}, subnormal[40] = {0.0f, 0x1p-127f},
+              small[40] = {0.0f, 1.0f, -0x1p-101f};
+  const float* rows[3] = {ok, subnormal, small};
+  std::vector<uint16_t> block(size_t(detail::amx_k_padded(40)) * 16);
+  EXPECT_TRUE(detail::amx_vnni_block(rows, 1, 40, block.data()));
+  EXPECT_FALSE(detail::amx_vnni_block(rows, 2, 40, block.data()));
+  EXPECT_FALSE(detail::amx_vnni_block(rows + 2, 1, 40, block.data()));
 }
 
 }  // namespace

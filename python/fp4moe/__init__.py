@@ -210,7 +210,7 @@ def backends() -> list:
 
 def info() -> dict:
     """Version, compiled CUDA architectures, visible CUDA devices, the CPU backend's SIMD level
-    (cpu_simd: "avx512", "avx2" or "scalar") and backends."""
+    (cpu_simd: "amx", "avx512", "avx2" or "scalar") and backends."""
     d = dict(_C.build_info())
     d["with_cuda"] = bool(_C.with_cuda)
     d["backends"] = _C.backends()

@@ -25,7 +25,10 @@
 //
 // SIMD (FP4MOE_CPU_SIMD, simd_level): the scalar loops, AVX2 (with FMA) or AVX-512, the same
 // bits on each. The blocked dots keep dot()'s 16 lane sums per (row, token) and its lane order,
-// and every path looks the same weight values up in the same tables (kCodes).
+// and every path looks the same weight values up in the same tables (kCodes). Where the CPU has
+// AMX-BF16 (level amx, the default there), the experts of at least amx_rows() rows run both GEMMs
+// on its tiles instead (cpu_amx.hpp: the same exact products, the sums in the tiles' order, so
+// other bits; deterministic all the same); the rest as AVX-512.
 //
 // Weights: HostWeights in the backend's own code order (cpu codes, cpu_codes.hpp: each group of
 // 32 weights' codes ordered so that a 16-byte load widens into two sets of 16 in k order), which
@@ -44,6 +47,7 @@
 #endif
 
 #include "backend.hpp"
+#include "cpu/cpu_amx.hpp"
 #include "cpu/cpu_codes.hpp"
 #include "cpu/worker_pool.hpp"
 #include "format/quant.hpp"
@@ -445,9 +449,39 @@ __attribute__((target("avx2,fma"))) void dequantize_avx2(const uint8_t* data, co
     }
   }
 }
+// The AMX path's tile: n FP4 rows -> n rows of Kp bf16 (each weight e2m1 * scale, exact in
+// bf16; zero past K), from the same decode and tables as dequantize_avx512.
+template <int kShift>
+__attribute__((target("avx512f,avx512bf16,fma"))) void dequantize_bf16_avx512(const uint8_t* data, const uint8_t* scale,
+                                                                             int64_t K, int64_t n, int64_t Kp,
+                                                                             uint16_t* tile) {
+  const Avx512Codes<kShift> c{{data, scale, K, scaled_codes(1 << kShift)}};
+  for (int64_t r = 0; r < n; ++r) {
+    uint16_t* o = tile + r * Kp;
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+      if ((k & 127) == 0) c.prefetch(int(r), k);
+      __m512 v0, v1;
+      c.at32(int(r), k, v0, v1);
+      _mm512_storeu_si512(o + k, (__m512i)_mm512_cvtne2ps_pbh(v1, v0));
+    }
+    if (k < K) _mm512_storeu_si512(o + k, (__m512i)_mm512_cvtne2ps_pbh(_mm512_setzero_ps(), c.at16(int(r), k)));
+  }
+}
 #undef FP4MOE_AVX512
 #undef FP4MOE_AVX2
 #endif
+
+// n FP4 rows -> rows of Kp bf16 for the AMX path (only where the CPU has it: Simd::amx).
+void dequantize_bf16(const uint8_t* data, const uint8_t* scale, int block, int64_t K, int64_t n, int64_t Kp,
+                     uint16_t* tile) {
+#if defined(__x86_64__)
+  if (block == kNvfp4Block) dequantize_bf16_avx512<4>(data, scale, K, n, Kp, tile);
+  else dequantize_bf16_avx512<5>(data, scale, K, n, Kp, tile);
+#else
+  (void)data, (void)scale, (void)block, (void)K, (void)n, (void)Kp, (void)tile;
+#endif
+}
 
 // n FP4 rows (data (n, K/2) u8, scale (n, K/block)) -> tile (n, K) f32, each weight e2m1 * scale
 // (no dq_scale), on the backend's SIMD level.
@@ -504,27 +538,48 @@ float activation(const LayerDesc& d, float g, float u) {
   return (u + 1.0f) * g * (1.0f / (1.0f + std::exp(-d.swiglu_alpha * g)));
 }
 
-// The SIMD level: FP4MOE_CPU_SIMD unset or 1: the best this CPU has; 0: the scalar loops;
-// avx2 / avx512: that level, or an error naming the variable where the CPU lacks it (for
-// comparisons: the same bits on every level).
-Simd simd_level() {
+// The SIMD level: FP4MOE_CPU_SIMD unset or 1: the best this CPU has (AVX-512 with AMX-BF16
+// tiles where it has them); 0: the scalar loops; avx2 / avx512 / amx: that level, or an error
+// naming the variable where the CPU lacks it (avx512 for comparisons: the same bits as the
+// scalar loops and avx2; amx's large experts sum in the tiles' order).
+struct Level {
+  Simd simd;
+  bool amx;  // large experts' dots on AMX-BF16 tiles (cpu_amx.hpp); the rest on AVX-512
+};
+Level simd_level() {
   bool avx2 = false, avx512 = false;
 #if defined(__x86_64__)
   __builtin_cpu_init();  // asked at backend creation, not in a static initializer
   avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   avx512 = avx2 && __builtin_cpu_supports("avx512f");
 #endif
-  const Simd best = avx512 ? Simd::avx512 : avx2 ? Simd::avx2 : Simd::scalar;
+  const bool amx = avx512 && amx_usable();
+  const Level best{avx512 ? Simd::avx512 : avx2 ? Simd::avx2 : Simd::scalar, amx};
   const char* env = std::getenv("FP4MOE_CPU_SIMD");
   if (!env) return best;
   const std::string v = env;
   if (v == "1") return best;
-  if (v == "0") return Simd::scalar;
-  if (v == "avx2" || v == "avx512") {
-    if (!(v == "avx2" ? avx2 : avx512)) fail_arg("FP4MOE_CPU_SIMD: got '" + v + "', which this CPU does not have");
-    return v == "avx2" ? Simd::avx2 : Simd::avx512;
+  if (v == "0") return {Simd::scalar, false};
+  if (v == "avx2" || v == "avx512" || v == "amx") {
+    if (!(v == "avx2" ? avx2 : v == "avx512" ? avx512 : amx))
+      fail_arg("FP4MOE_CPU_SIMD: got '" + v + "', which this CPU does not have");
+    return {v == "avx2" ? Simd::avx2 : Simd::avx512, v == "amx"};
   }
-  fail_arg("FP4MOE_CPU_SIMD: got '" + v + "', need 0, 1, avx2 or avx512");
+  fail_arg("FP4MOE_CPU_SIMD: got '" + v + "', need 0, 1, avx2, avx512 or amx");
+}
+
+// The AMX path takes an expert from this many rows (FP4MOE_CPU_AMX_ROWS, 1-4096, for A/B runs).
+// qwen3-30b W4A16 on one thread of a 2-vCPU Xeon (v72), forward time against AVX-512: from 8
+// rows T = 8 / 64 / 300 x0.99 / x0.97 / x0.42; from 4 x1.00 / x1.02 / x0.43; from 1 x1.91 /
+// x1.24 / x0.43 (one 16-row block of mostly padding per expert); from 17 x1.01 / x1.05 / x0.55.
+constexpr int64_t kAmxRows = 8;
+int64_t amx_min_rows() {
+  const char* env = std::getenv("FP4MOE_CPU_AMX_ROWS");
+  if (!env) return kAmxRows;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (end != env && *end == '\0' && v >= 1 && v <= 4096) return v;
+  fail_arg(std::string("FP4MOE_CPU_AMX_ROWS: got '") + env + "', need an integer in [1, 4096]");
 }
 
 int thread_count() {
@@ -559,8 +614,14 @@ struct Buffers {
   float* Hs;        // (R, I) GEMM 2 inputs
   float* Ys;        // (R, H) expert outputs
   float* tiles;     // (threads, 2 * kRows * max(H, I)) dequantized weight rows
+  // AMX only (amx_rows > 0): each expert of at least amx_rows rows has its GEMM input rows as
+  // VNNI blocks of 16 (cpu_amx.hpp), the first at xblock[e] (-1: the expert takes the vector
+  // path); at most R / amx_rows such experts, each padded by at most 15 rows
+  int32_t* xblock;  // (E_local)
+  uint16_t* xv;     // (R + 15 min(E_local, R / amx_rows), max(H, I) padded to 32)
 
-  static Buffers carve(uintptr_t base, int64_t E_local, int64_t R, int64_t H, int64_t I, int threads) {
+  static Buffers carve(uintptr_t base, int64_t E_local, int64_t R, int64_t H, int64_t I, int threads,
+                       int64_t amx_rows) {
     Carve c{base};
     Buffers b;
     b.offset = c.take<int32_t>(E_local + 1);
@@ -571,17 +632,20 @@ struct Buffers {
     b.Hs = c.take<float>(R * I);
     b.Ys = c.take<float>(R * H);
     b.tiles = c.take<float>(int64_t(threads) * tile_floats(H, I));
+    b.xblock = amx_rows > 0 ? c.take<int32_t>(E_local) : nullptr;
+    b.xv = amx_rows > 0 ? c.take<uint16_t>((R + 15 * std::min(E_local, R / amx_rows)) * amx_k_padded(std::max(H, I)))
+                        : nullptr;
     b.end = c.at;
     return b;
   }
-  static int64_t tile_floats(int64_t H, int64_t I) { return 2 * kRows * std::max(H, I); }
+  static int64_t tile_floats(int64_t H, int64_t I) { return 2 * kRows * amx_k_padded(std::max(H, I)); }
   uintptr_t end = 0;
 };
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(std::shared_ptr<const HostWeights> w, int threads, Simd simd)
-      : w_(std::move(w)), threads_(threads), simd_(simd), pool_(threads) {
+  CpuBackend(std::shared_ptr<const HostWeights> w, int threads, Level level)
+      : w_(std::move(w)), threads_(threads), simd_(level.simd), amx_(level.amx), pool_(threads) {
     desc = w_->desc;
     num_local = w_->num_local;
     name = "cpu";
@@ -594,7 +658,7 @@ class CpuBackend final : public Backend {
   void forward(const ForwardArgs& args) const override {
     const TensorView &X = args.hidden_states, &W = args.topk_weights, &ID = args.topk_ids, &O = args.out;
     const int64_t T = X.shape[0], H = w_->H(), k = ID.shape[1], EL = num_local;
-    Buffers b = Buffers::carve(aligned(args.workspace), EL, T * k, H, w_->I(), threads_);
+    Buffers b = Buffers::carve(aligned(args.workspace), EL, T * k, H, w_->I(), threads_, amx_ ? amx_rows_ : 0);
     auto id_at = [&](int64_t t, int64_t j) {
       const int32_t id = static_cast<const int32_t*>(ID.data)[t * ID.stride[0] + j * ID.stride[1]];
       if (id < 0) return -1;
@@ -650,7 +714,7 @@ class CpuBackend final : public Backend {
   void forward_batched(const BatchedArgs& args) const override {
     const TensorView &X = args.hidden_states, &N = args.expert_num_tokens, &O = args.out;
     const int64_t EL = num_local, M = X.shape[1], H = w_->H();
-    Buffers b = Buffers::carve(aligned(args.workspace), EL, EL * M, H, w_->I(), threads_);
+    Buffers b = Buffers::carve(aligned(args.workspace), EL, EL * M, H, w_->I(), threads_, amx_ ? amx_rows_ : 0);
     auto count = [&](int64_t e) { return int64_t(static_cast<const int32_t*>(N.data)[e * N.stride[0]]); };
     b.offset[0] = 0;
     for (int64_t e = 0; e < EL; ++e) b.offset[e + 1] = int32_t(b.offset[e] + count(e));
@@ -688,7 +752,7 @@ class CpuBackend final : public Backend {
 
  private:
   size_t bytes(int64_t R) const {
-    return Buffers::carve(0, num_local, R, w_->H(), w_->I(), threads_).end + kAlign;  // + kAlign: any start byte
+    return Buffers::carve(0, num_local, R, w_->H(), w_->I(), threads_, amx_ ? amx_rows_ : 0).end + kAlign;  // + kAlign: any start byte
   }
   static uintptr_t aligned(const TensorView& ws) {
     const uintptr_t p = reinterpret_cast<uintptr_t>(ws.data);
@@ -707,6 +771,37 @@ class CpuBackend final : public Backend {
   float mult2(int64_t e) const { return w_->w2_dq[e] * (w4a4() ? w_->a2_dq : 1.0f); }
   bool w4a4() const { return w_->desc.act_quant == ActQuant::nvfp4; }
   int64_t fused_rows() const { return simd_ == Simd::avx512 ? kFusedAvx512 : kFusedAvx2; }
+  int64_t amx_rows() const { return amx_rows_; }
+
+  // The AMX path's inputs: for each expert of at least amx_rows() rows, its GEMM inputs (row(p):
+  // the K values of row p of the sorted order) as VNNI blocks of 16 into b.xv, the first at
+  // b.xblock[e]; -1 for the other experts, and for one with an input the tiles would flush
+  // (subnormal, or below 2^-100: amx_vnni_block): it takes the vector path, in GEMM 2 too when it
+  // was GEMM 1's input (gemm2: only the experts GEMM 1 ran on the tiles).
+  template <class Row>
+  void amx_inputs(const Buffers& b, int64_t n_active, int64_t K, bool gemm2, const Row& row) const {
+    const int64_t Kp = amx_k_padded(K);
+    int32_t next = 0;
+    for (int64_t i = 0; i < n_active; ++i) {
+      const int64_t e = b.active[i], rows = b.offset[e + 1] - b.offset[e];
+      const bool tiles = rows >= amx_rows() && (!gemm2 || b.xblock[e] >= 0);
+      b.xblock[e] = tiles ? next : -1;
+      if (tiles) next += int32_t((rows + 15) / 16);
+    }
+    pool_.run(n_active, [&](int64_t i, int) {
+      const int64_t e = b.active[i];
+      if (b.xblock[e] < 0) return;
+      const float* rows[16];
+      for (int64_t p0 = b.offset[e], blk = b.xblock[e]; p0 < b.offset[e + 1]; p0 += 16, ++blk) {
+        const int n = int(std::min<int64_t>(16, b.offset[e + 1] - p0));
+        for (int c = 0; c < n; ++c) rows[c] = row(p0 + c);
+        if (!amx_vnni_block(rows, n, K, b.xv + blk * Kp * 16)) {
+          b.xblock[e] = -1;
+          return;
+        }
+      }
+    });
+  }
 
   // Rows of A grouped by expert (offset, src) -> Ys: GEMM 1, activation, GEMM 2.
   void experts(const Buffers& b) const {
@@ -726,12 +821,45 @@ class CpuBackend final : public Backend {
     // larger one dequantizes the n gate rows, then the n up rows, once into the thread's tile
     // (2n rows of H) for all its chunks.
     const int64_t blocks1 = (I + kRows - 1) / kRows;
+    if (amx_) amx_inputs(b, n_active, H, false, [&](int64_t p) { return b.A + int64_t(b.src[p]) * H; });
     pool_.run(n_active * blocks1, [&](int64_t item, int tid) {
       const int64_t e = b.active[item / blocks1], i0 = item % blocks1 * kRows, i1 = std::min(I, i0 + kRows), n = i1 - i0;
       const int64_t rows = b.offset[e + 1] - b.offset[e];
       const int64_t C = H / w.block;
       const uint8_t* q = w.w13.data() + e * 2 * I * (H / 2);
       const uint8_t* s = w.w13_scale.data() + e * 2 * I * C;
+      const float mult = mult13(e);
+      const float* b13 = w.w13_bias.empty() ? nullptr : w.w13_bias.data() + e * 2 * I;  // (2I) gate | up
+      auto h_out = [&](int64_t p, int64_t r, float g, float u) {  // sorted row p, intermediate row i0 + r
+        g *= mult;
+        u *= mult;
+        if (b13) {
+          g += b13[i0 + r];
+          u += b13[I + i0 + r];
+        }
+        b.Hs[p * I + i0 + r] = round_bf16(activation(w.desc, g, u));
+      };
+      if (amx_ && b.xblock[e] >= 0) {
+        // gate rows at tile rows 0..n-1, up rows at 16..16+n-1, the rest zero; sums (3, 32, 16)
+        const int64_t Kp = amx_k_padded(H);
+        uint16_t* wt = reinterpret_cast<uint16_t*>(b.tiles + tid * tile);
+        if (n < 16) std::fill(wt, wt + 32 * Kp, uint16_t(0));
+        dequantize_bf16(q + i0 * (H / 2), s + i0 * C, w.block, H, n, Kp, wt);
+        dequantize_bf16(q + (I + i0) * (H / 2), s + (I + i0) * C, w.block, H, n, Kp, wt + 16 * Kp);
+        alignas(64) float sums[3 * 32 * 16];
+        const int64_t nb = (rows + 15) / 16;
+        for (int64_t t0 = 0; t0 < nb; t0 += 3) {
+          const int nt = int(std::min<int64_t>(3, nb - t0));
+          amx_dots(wt, 2, Kp, b.xv + (b.xblock[e] + t0) * Kp * 16, nt, sums);
+          for (int t = 0; t < nt; ++t)
+            for (int64_t c = 0; c < 16; ++c) {
+              const int64_t p = b.offset[e] + (t0 + t) * 16 + c;
+              if (p >= b.offset[e + 1]) break;
+              for (int64_t r = 0; r < n; ++r) h_out(p, r, sums[(t * 32 + r) * 16 + c], sums[(t * 32 + 16 + r) * 16 + c]);
+            }
+        }
+        return;
+      }
       float* gate = b.tiles + tid * tile;  // (n, H)
       float* up = gate + n * H;            // (n, H)
       const bool fused = rows <= fused_rows();
@@ -739,8 +867,6 @@ class CpuBackend final : public Backend {
         dequantize(q + i0 * (H / 2), s + i0 * C, w.block, H, n, gate, simd_);
         dequantize(q + (I + i0) * (H / 2), s + (I + i0) * C, w.block, H, n, up, simd_);
       }
-      const float mult = mult13(e);
-      const float* b13 = w.w13_bias.empty() ? nullptr : w.w13_bias.data() + e * 2 * I;  // (2I) gate | up
       const float* a[kChunk];
       float d[kChunk * 2 * kRows];
       for (int64_t p0 = b.offset[e]; p0 < b.offset[e + 1]; p0 += kChunk) {
@@ -752,17 +878,8 @@ class CpuBackend final : public Backend {
         } else {
           dots(simd_, gate, 2 * n, H, a, np, d, 2 * n);
         }
-        for (int64_t c = 0; c < np; ++c) {
-          float* h = b.Hs + (p0 + c) * I;
-          for (int64_t r = 0; r < n; ++r) {
-            float g = d[c * 2 * n + r] * mult, u = d[c * 2 * n + n + r] * mult;
-            if (b13) {
-              g += b13[i0 + r];
-              u += b13[I + i0 + r];
-            }
-            h[i0 + r] = round_bf16(activation(w.desc, g, u));
-          }
-        }
+        for (int64_t c = 0; c < np; ++c)
+          for (int64_t r = 0; r < n; ++r) h_out(p0 + c, r, d[c * 2 * n + r], d[c * 2 * n + n + r]);
       }
     });
     if (w4a4())  // h' = e2m1 * scale, its dq_scale in mult2
@@ -771,17 +888,38 @@ class CpuBackend final : public Backend {
     // GEMM 2: item = (expert e, output rows [o0, o0 + kRows)), the expert's rows of Hs in
     // chunks of kChunk as in GEMM 1.
     const int64_t blocks2 = (H + kRows - 1) / kRows;
+    if (amx_) amx_inputs(b, n_active, I, true, [&](int64_t p) { return b.Hs + p * I; });
     pool_.run(n_active * blocks2, [&](int64_t item, int tid) {
       const int64_t e = b.active[item / blocks2], o0 = item % blocks2 * kRows, o1 = std::min(H, o0 + kRows), n = o1 - o0;
       const int64_t rows = b.offset[e + 1] - b.offset[e];
       const int64_t C = I / w.block;
       const uint8_t* q = w.w2.data() + e * H * (I / 2) + o0 * (I / 2);
       const uint8_t* s = w.w2_scale.data() + e * H * C + o0 * C;
+      const float mult = mult2(e);
+      const float* b2 = w.w2_bias.empty() ? nullptr : w.w2_bias.data() + e * H;  // (H)
+      if (amx_ && b.xblock[e] >= 0) {
+        const int64_t Kp = amx_k_padded(I);
+        uint16_t* wt = reinterpret_cast<uint16_t*>(b.tiles + tid * tile);  // (16, Kp): n rows, the rest zero
+        if (n < 16) std::fill(wt, wt + 16 * Kp, uint16_t(0));
+        dequantize_bf16(q, s, w.block, I, n, Kp, wt);
+        alignas(64) float sums[3 * 16 * 16];
+        const int64_t nb = (rows + 15) / 16;
+        for (int64_t t0 = 0; t0 < nb; t0 += 3) {
+          const int nt = int(std::min<int64_t>(3, nb - t0));
+          amx_dots(wt, 1, Kp, b.xv + (b.xblock[e] + t0) * Kp * 16, nt, sums);
+          for (int t = 0; t < nt; ++t)
+            for (int64_t c = 0; c < 16; ++c) {
+              const int64_t p = b.offset[e] + (t0 + t) * 16 + c;
+              if (p >= b.offset[e + 1]) break;
+              float* y = b.Ys + p * H;
+              for (int64_t r = 0; r < n; ++r) y[o0 + r] = sums[(t * 16 + r) * 16 + c] * mult + (b2 ? b2[o0 + r] : 0.0f);
+            }
+        }
+        return;
+      }
       float* down = b.tiles + tid * tile;  // (n, I)
       const bool fused = rows <= fused_rows();
       if (!fused) dequantize(q, s, w.block, I, n, down, simd_);
-      const float mult = mult2(e);
-      const float* b2 = w.w2_bias.empty() ? nullptr : w.w2_bias.data() + e * H;  // (H)
       const float* a[kChunk];
       float d[kChunk * kRows];
       for (int64_t p0 = b.offset[e]; p0 < b.offset[e + 1]; p0 += kChunk) {
@@ -800,6 +938,8 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const HostWeights> w_;
   int threads_;
   Simd simd_;
+  bool amx_;
+  int64_t amx_rows_ = amx_min_rows();
   mutable WorkerPool pool_;  // forward is const; the pool is its threads, not its state
 };
 
@@ -807,15 +947,15 @@ class CpuBackend final : public Backend {
 // still canonical (shared with another backend) are copied and converted.
 std::unique_ptr<Backend> create_cpu(std::shared_ptr<const HostWeights> w, const PrepareOptions&) {
   const int threads = thread_count();
-  const Simd simd = simd_level();
-  return std::make_unique<CpuBackend>(with_cpu_codes(std::move(w)), threads, simd);
+  const Level level = simd_level();
+  return std::make_unique<CpuBackend>(with_cpu_codes(std::move(w)), threads, level);
 }
 
 }  // namespace
 
 std::string cpu_simd_level() {
-  const Simd s = simd_level();
-  return s == Simd::avx512 ? "avx512" : s == Simd::avx2 ? "avx2" : "scalar";
+  const Level s = simd_level();
+  return s.amx ? "amx" : s.simd == Simd::avx512 ? "avx512" : s.simd == Simd::avx2 ? "avx2" : "scalar";
 }
 
 BackendEntry cpu_backend_entry() {
