@@ -477,7 +477,7 @@ TEST(CpuAmx, DotsGiveExactIntegerSums) {
   if (!detail::amx_usable()) GTEST_SKIP() << "no AMX-BF16 here";
   std::mt19937 rng(std::random_device{}());
   std::uniform_int_distribution<int> small(-8, 8);
-  for (const int64_t K : {32, 48, 1040}) {
+  for (const int64_t K : {32, 40, 48, 1040}) {
     const int64_t Kp = detail::amx_k_padded(K);
     for (int RB = 1; RB <= 2; ++RB)
       for (int nt = 1; nt <= 5; ++nt) {

@@ -1,6 +1,6 @@
 #include "cpu/cpu_amx.hpp"
 
-#include <cmath>
+#include <bit>
 #include <cstring>
 
 #if defined(__x86_64__) && defined(__linux__)
@@ -74,13 +74,6 @@ FP4MOE_AMX void dots_rb(const uint16_t* w, int64_t Kp, const uint16_t* blocks, i
 FP4MOE_AMX void load_config() { _tile_loadconfig(&kTileConfig); }
 FP4MOE_AMX void release() { _tile_release(); }
 
-// bf16 bits of a float holding a bf16 value (its low 16 bits are zero)
-inline uint16_t bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t(u >> 16);
-}
-
 }  // namespace
 
 bool amx_usable() {
@@ -97,17 +90,34 @@ bool amx_usable() {
   return ok;
 }
 
+// A row's 32 values at a time: the magnitude check on the bits (a value below kAmxSmallest but not
+// zero has its magnitude bits, less one, below kAmxSmallest's), the pairs converted by one
+// VCVTNE2PS2BF16 (exact: the values are bf16 values) into 16 dwords, pair i of the step, scattered
+// to their rows of the block (16 dwords apart); past K, zeros (masked loads, no scatter).
+static FP4MOE_AMX bool vnni_row(const float* r, int64_t K, uint32_t* block, int c) {
+  const __m512i mag = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512i below = _mm512_set1_epi32(int32_t(std::bit_cast<uint32_t>(kAmxSmallest) - 1));
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(16));
+  auto lanes = [](int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1); };
+  for (int64_t k = 0; k < K; k += 32) {
+    const __m512 v0 = _mm512_maskz_loadu_ps(lanes(K - k), r + k), v1 = _mm512_maskz_loadu_ps(lanes(K - k - 16), r + k + 16);
+    const __m512i a0 = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v0), mag), one);
+    const __m512i a1 = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v1), mag), one);
+    if (_mm512_cmplt_epu32_mask(a0, below) | _mm512_cmplt_epu32_mask(a1, below)) return false;
+    const __m512i pairs = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+    const __mmask16 live = lanes((K - k + 1) / 2);  // the pairs holding a value
+    _mm512_mask_i32scatter_epi32(block + (k / 2) * 16 + c, live, rows, pairs, 4);
+  }
+  return true;
+}
+
 bool amx_vnni_block(const float* const* rows, int n, int64_t K, uint16_t* block) {
   const int64_t Kp = amx_k_padded(K);
   std::memset(block, 0, size_t(Kp) * 16 * 2);
-  for (int c = 0; c < n; ++c) {
-    const float* r = rows[c];
-    for (int64_t k = 0; k < K; ++k) {
-      const float v = r[k];
-      if (v != 0.0f && std::fabs(v) < kAmxSmallest) return false;
-      block[(k / 2) * 32 + 2 * c + (k & 1)] = bf16_bits(v);
-    }
-  }
+  for (int c = 0; c < n; ++c)
+    if (!vnni_row(rows[c], K, reinterpret_cast<uint32_t*>(block), c)) return false;
   return true;
 }
 
