@@ -175,7 +175,7 @@ def test_info_and_backends():
     names = [b["name"] for b in fp4moe.backends()]
     assert names and all(isinstance(n, str) for n in names)
     assert any(b["available"] and b["device"] == "cpu" for b in info["backends"])
-    assert info["cpu_simd"] in ("avx512", "avx2", "scalar")
+    assert info["cpu_simd"] in ("amx", "avx512", "avx2", "scalar")
 
 
 def test_device_follows_the_weights():
