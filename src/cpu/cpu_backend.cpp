@@ -803,6 +803,25 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // The AMX path's dots of expert e: its weight tile wt (RB blocks of 16 rows of Kp bf16) with
+  // each of its rows' VNNI blocks (b.xv from b.xblock[e]), three token blocks a call; out(p, d)
+  // for each sorted row p of the expert, with d[r * 16] its sum with tile row r.
+  template <class Out>
+  void amx_expert(const Buffers& b, int64_t e, const uint16_t* wt, int RB, int64_t Kp, const Out& out) const {
+    alignas(64) float sums[3 * 32 * 16];
+    const int64_t nb = (b.offset[e + 1] - b.offset[e] + 15) / 16;
+    for (int64_t t0 = 0; t0 < nb; t0 += 3) {
+      const int nt = int(std::min<int64_t>(3, nb - t0));
+      amx_dots(wt, RB, Kp, b.xv + (b.xblock[e] + t0) * Kp * 16, nt, sums);
+      for (int t = 0; t < nt; ++t)
+        for (int64_t c = 0; c < 16; ++c) {
+          const int64_t p = b.offset[e] + (t0 + t) * 16 + c;
+          if (p >= b.offset[e + 1]) break;
+          out(p, sums + t * RB * 256 + c);
+        }
+    }
+  }
+
   // Rows of A grouped by expert (offset, src) -> Ys: GEMM 1, activation, GEMM 2.
   void experts(const Buffers& b) const {
     const HostWeights& w = *w_;
@@ -846,18 +865,9 @@ class CpuBackend final : public Backend {
         if (n < 16) std::fill(wt, wt + 32 * Kp, uint16_t(0));
         dequantize_bf16(q + i0 * (H / 2), s + i0 * C, w.block, H, n, Kp, wt);
         dequantize_bf16(q + (I + i0) * (H / 2), s + (I + i0) * C, w.block, H, n, Kp, wt + 16 * Kp);
-        alignas(64) float sums[3 * 32 * 16];
-        const int64_t nb = (rows + 15) / 16;
-        for (int64_t t0 = 0; t0 < nb; t0 += 3) {
-          const int nt = int(std::min<int64_t>(3, nb - t0));
-          amx_dots(wt, 2, Kp, b.xv + (b.xblock[e] + t0) * Kp * 16, nt, sums);
-          for (int t = 0; t < nt; ++t)
-            for (int64_t c = 0; c < 16; ++c) {
-              const int64_t p = b.offset[e] + (t0 + t) * 16 + c;
-              if (p >= b.offset[e + 1]) break;
-              for (int64_t r = 0; r < n; ++r) h_out(p, r, sums[(t * 32 + r) * 16 + c], sums[(t * 32 + 16 + r) * 16 + c]);
-            }
-        }
+        amx_expert(b, e, wt, 2, Kp, [&](int64_t p, const float* d) {
+          for (int64_t r = 0; r < n; ++r) h_out(p, r, d[r * 16], d[(16 + r) * 16]);
+        });
         return;
       }
       float* gate = b.tiles + tid * tile;  // (n, H)
@@ -902,19 +912,10 @@ class CpuBackend final : public Backend {
         uint16_t* wt = reinterpret_cast<uint16_t*>(b.tiles + tid * tile);  // (16, Kp): n rows, the rest zero
         if (n < 16) std::fill(wt, wt + 16 * Kp, uint16_t(0));
         dequantize_bf16(q, s, w.block, I, n, Kp, wt);
-        alignas(64) float sums[3 * 16 * 16];
-        const int64_t nb = (rows + 15) / 16;
-        for (int64_t t0 = 0; t0 < nb; t0 += 3) {
-          const int nt = int(std::min<int64_t>(3, nb - t0));
-          amx_dots(wt, 1, Kp, b.xv + (b.xblock[e] + t0) * Kp * 16, nt, sums);
-          for (int t = 0; t < nt; ++t)
-            for (int64_t c = 0; c < 16; ++c) {
-              const int64_t p = b.offset[e] + (t0 + t) * 16 + c;
-              if (p >= b.offset[e + 1]) break;
-              float* y = b.Ys + p * H;
-              for (int64_t r = 0; r < n; ++r) y[o0 + r] = sums[(t * 16 + r) * 16 + c] * mult + (b2 ? b2[o0 + r] : 0.0f);
-            }
-        }
+        amx_expert(b, e, wt, 1, Kp, [&](int64_t p, const float* d) {
+          float* y = b.Ys + p * H;
+          for (int64_t r = 0; r < n; ++r) y[o0 + r] = d[r * 16] * mult + (b2 ? b2[o0 + r] : 0.0f);
+        });
         return;
       }
       float* down = b.tiles + tid * tile;  // (n, I)
