@@ -428,6 +428,12 @@ void expect_bad_variable_named(const char* name, const char* value) {
 
 TEST(CpuBackendSelect, BadThreadVariableIsNamed) { expect_bad_variable_named("FP4MOE_CPU_THREADS", "zero"); }
 
+// Named on every level, not only where the AMX path runs.
+TEST(CpuBackendSelect, BadAmxRowsVariableIsNamed) {
+  expect_bad_variable_named("FP4MOE_CPU_AMX_ROWS", "0");
+  expect_bad_variable_named("FP4MOE_CPU_AMX_ROWS", "eight");
+}
+
 TEST(CpuBackendSelect, BadSimdVariableIsNamed) {
   expect_bad_variable_named("FP4MOE_CPU_SIMD", "yes");
   expect_bad_variable_named("FP4MOE_CPU_SIMD", "avx1024");

@@ -98,8 +98,7 @@ static FP4MOE_AMX bool vnni_row(const float* r, int64_t K, uint32_t* block, int 
   const __m512i mag = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i below = _mm512_set1_epi32(int32_t(std::bit_cast<uint32_t>(kAmxSmallest) - 1));
   const __m512i one = _mm512_set1_epi32(1);
-  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32(16));
+  const __m512i rows = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
   auto lanes = [](int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1); };
   for (int64_t k = 0; k < K; k += 32) {
     const __m512 v0 = _mm512_maskz_loadu_ps(lanes(K - k), r + k), v1 = _mm512_maskz_loadu_ps(lanes(K - k - 16), r + k + 16);

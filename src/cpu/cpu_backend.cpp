@@ -26,7 +26,7 @@
 // SIMD (FP4MOE_CPU_SIMD, simd_level): the scalar loops, AVX2 (with FMA) or AVX-512, the same
 // bits on each. The blocked dots keep dot()'s 16 lane sums per (row, token) and its lane order,
 // and every path looks the same weight values up in the same tables (kCodes). Where the CPU has
-// AMX-BF16 (level amx, the default there), the experts of at least amx_rows() rows run both GEMMs
+// AMX-BF16 (level amx, the default there), the experts of at least amx_rows_ rows run both GEMMs
 // on its tiles instead (cpu_amx.hpp: the same exact products, the sums in the tiles' order, so
 // other bits; deterministic all the same); the rest as AVX-512.
 //
@@ -472,7 +472,7 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void dequantize_bf16_avx512(co
 #undef FP4MOE_AVX2
 #endif
 
-// n FP4 rows -> rows of Kp bf16 for the AMX path (only where the CPU has it: Simd::amx).
+// n FP4 rows -> rows of Kp bf16 for the AMX path (only called where the CPU has AMX: Level::amx).
 void dequantize_bf16(const uint8_t* data, const uint8_t* scale, int block, int64_t K, int64_t n, int64_t Kp,
                      uint16_t* tile) {
 #if defined(__x86_64__)
@@ -644,8 +644,9 @@ struct Buffers {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(std::shared_ptr<const HostWeights> w, int threads, Level level)
-      : w_(std::move(w)), threads_(threads), simd_(level.simd), amx_(level.amx), pool_(threads) {
+  // amx_rows: the AMX path's threshold (amx_min_rows()), 0 without the AMX path
+  CpuBackend(std::shared_ptr<const HostWeights> w, int threads, Simd simd, int64_t amx_rows)
+      : w_(std::move(w)), threads_(threads), simd_(simd), amx_rows_(amx_rows), pool_(threads) {
     desc = w_->desc;
     num_local = w_->num_local;
     name = "cpu";
@@ -658,7 +659,7 @@ class CpuBackend final : public Backend {
   void forward(const ForwardArgs& args) const override {
     const TensorView &X = args.hidden_states, &W = args.topk_weights, &ID = args.topk_ids, &O = args.out;
     const int64_t T = X.shape[0], H = w_->H(), k = ID.shape[1], EL = num_local;
-    Buffers b = Buffers::carve(aligned(args.workspace), EL, T * k, H, w_->I(), threads_, amx_ ? amx_rows_ : 0);
+    Buffers b = Buffers::carve(aligned(args.workspace), EL, T * k, H, w_->I(), threads_, amx_rows_);
     auto id_at = [&](int64_t t, int64_t j) {
       const int32_t id = static_cast<const int32_t*>(ID.data)[t * ID.stride[0] + j * ID.stride[1]];
       if (id < 0) return -1;
@@ -714,7 +715,7 @@ class CpuBackend final : public Backend {
   void forward_batched(const BatchedArgs& args) const override {
     const TensorView &X = args.hidden_states, &N = args.expert_num_tokens, &O = args.out;
     const int64_t EL = num_local, M = X.shape[1], H = w_->H();
-    Buffers b = Buffers::carve(aligned(args.workspace), EL, EL * M, H, w_->I(), threads_, amx_ ? amx_rows_ : 0);
+    Buffers b = Buffers::carve(aligned(args.workspace), EL, EL * M, H, w_->I(), threads_, amx_rows_);
     auto count = [&](int64_t e) { return int64_t(static_cast<const int32_t*>(N.data)[e * N.stride[0]]); };
     b.offset[0] = 0;
     for (int64_t e = 0; e < EL; ++e) b.offset[e + 1] = int32_t(b.offset[e] + count(e));
@@ -752,7 +753,7 @@ class CpuBackend final : public Backend {
 
  private:
   size_t bytes(int64_t R) const {
-    return Buffers::carve(0, num_local, R, w_->H(), w_->I(), threads_, amx_ ? amx_rows_ : 0).end + kAlign;  // + kAlign: any start byte
+    return Buffers::carve(0, num_local, R, w_->H(), w_->I(), threads_, amx_rows_).end + kAlign;  // + kAlign: any start byte
   }
   static uintptr_t aligned(const TensorView& ws) {
     const uintptr_t p = reinterpret_cast<uintptr_t>(ws.data);
@@ -771,9 +772,8 @@ class CpuBackend final : public Backend {
   float mult2(int64_t e) const { return w_->w2_dq[e] * (w4a4() ? w_->a2_dq : 1.0f); }
   bool w4a4() const { return w_->desc.act_quant == ActQuant::nvfp4; }
   int64_t fused_rows() const { return simd_ == Simd::avx512 ? kFusedAvx512 : kFusedAvx2; }
-  int64_t amx_rows() const { return amx_rows_; }
 
-  // The AMX path's inputs: for each expert of at least amx_rows() rows, its GEMM inputs (row(p):
+  // The AMX path's inputs: for each expert of at least amx_rows_ rows, its GEMM inputs (row(p):
   // the K values of row p of the sorted order) as VNNI blocks of 16 into b.xv, the first at
   // b.xblock[e]; -1 for the other experts, and for one with an input the tiles would flush
   // (subnormal, or below 2^-100: amx_vnni_block): it takes the vector path, in GEMM 2 too when it
@@ -784,10 +784,11 @@ class CpuBackend final : public Backend {
     int32_t next = 0;
     for (int64_t i = 0; i < n_active; ++i) {
       const int64_t e = b.active[i], rows = b.offset[e + 1] - b.offset[e];
-      const bool tiles = rows >= amx_rows() && (!gemm2 || b.xblock[e] >= 0);
+      const bool tiles = rows >= amx_rows_ && (!gemm2 || b.xblock[e] >= 0);
       b.xblock[e] = tiles ? next : -1;
       if (tiles) next += int32_t((rows + 15) / 16);
     }
+    if (next == 0) return;  // no expert on the tiles (small T): no parallel step
     pool_.run(n_active, [&](int64_t i, int) {
       const int64_t e = b.active[i];
       if (b.xblock[e] < 0) return;
@@ -840,7 +841,7 @@ class CpuBackend final : public Backend {
     // larger one dequantizes the n gate rows, then the n up rows, once into the thread's tile
     // (2n rows of H) for all its chunks.
     const int64_t blocks1 = (I + kRows - 1) / kRows;
-    if (amx_) amx_inputs(b, n_active, H, false, [&](int64_t p) { return b.A + int64_t(b.src[p]) * H; });
+    if (amx_rows_ > 0) amx_inputs(b, n_active, H, false, [&](int64_t p) { return b.A + int64_t(b.src[p]) * H; });
     pool_.run(n_active * blocks1, [&](int64_t item, int tid) {
       const int64_t e = b.active[item / blocks1], i0 = item % blocks1 * kRows, i1 = std::min(I, i0 + kRows), n = i1 - i0;
       const int64_t rows = b.offset[e + 1] - b.offset[e];
@@ -858,7 +859,7 @@ class CpuBackend final : public Backend {
         }
         b.Hs[p * I + i0 + r] = round_bf16(activation(w.desc, g, u));
       };
-      if (amx_ && b.xblock[e] >= 0) {
+      if (amx_rows_ > 0 && b.xblock[e] >= 0) {
         // gate rows at tile rows 0..n-1, up rows at 16..16+n-1, the rest zero; sums (3, 32, 16)
         const int64_t Kp = amx_k_padded(H);
         uint16_t* wt = reinterpret_cast<uint16_t*>(b.tiles + tid * tile);
@@ -898,7 +899,7 @@ class CpuBackend final : public Backend {
     // GEMM 2: item = (expert e, output rows [o0, o0 + kRows)), the expert's rows of Hs in
     // chunks of kChunk as in GEMM 1.
     const int64_t blocks2 = (H + kRows - 1) / kRows;
-    if (amx_) amx_inputs(b, n_active, I, true, [&](int64_t p) { return b.Hs + p * I; });
+    if (amx_rows_ > 0) amx_inputs(b, n_active, I, true, [&](int64_t p) { return b.Hs + p * I; });
     pool_.run(n_active * blocks2, [&](int64_t item, int tid) {
       const int64_t e = b.active[item / blocks2], o0 = item % blocks2 * kRows, o1 = std::min(H, o0 + kRows), n = o1 - o0;
       const int64_t rows = b.offset[e + 1] - b.offset[e];
@@ -907,7 +908,7 @@ class CpuBackend final : public Backend {
       const uint8_t* s = w.w2_scale.data() + e * H * C + o0 * C;
       const float mult = mult2(e);
       const float* b2 = w.w2_bias.empty() ? nullptr : w.w2_bias.data() + e * H;  // (H)
-      if (amx_ && b.xblock[e] >= 0) {
+      if (amx_rows_ > 0 && b.xblock[e] >= 0) {
         const int64_t Kp = amx_k_padded(I);
         uint16_t* wt = reinterpret_cast<uint16_t*>(b.tiles + tid * tile);  // (16, Kp): n rows, the rest zero
         if (n < 16) std::fill(wt, wt + 16 * Kp, uint16_t(0));
@@ -939,8 +940,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const HostWeights> w_;
   int threads_;
   Simd simd_;
-  bool amx_;
-  int64_t amx_rows_ = amx_min_rows();
+  int64_t amx_rows_;  // experts of at least this many rows on the AMX tiles; 0: no AMX path
   mutable WorkerPool pool_;  // forward is const; the pool is its threads, not its state
 };
 
@@ -949,7 +949,8 @@ class CpuBackend final : public Backend {
 std::unique_ptr<Backend> create_cpu(std::shared_ptr<const HostWeights> w, const PrepareOptions&) {
   const int threads = thread_count();
   const Level level = simd_level();
-  return std::make_unique<CpuBackend>(with_cpu_codes(std::move(w)), threads, level);
+  const int64_t amx_rows = amx_min_rows();  // checked on every level: a bad value is named anyway
+  return std::make_unique<CpuBackend>(with_cpu_codes(std::move(w)), threads, level.simd, level.amx ? amx_rows : 0);
 }
 
 }  // namespace
