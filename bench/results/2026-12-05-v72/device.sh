@@ -15,16 +15,16 @@
 #   PART=pointers  (~40 s) the pointer tests and memcheck / racecheck over the new one (carry
 #                  [".carry/tests"])
 # A call that names nvidia-h200 without needs_h200 may run on an H100 (v72's third call did): the
-# JSONs' tag names the GPU the call got.
+# JSONs' tag names the GPU the call got, and SESSION (default v72) the session.
 set -u
 source scripts/device_lib.sh
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 case "$gpu" in *H200*) card=h200 ;; *H100*) card=h100 ;; *) card=gpu ;; esac
 case "${PART:-short}" in
   short)     WARM_MS=0 EXTRA=--check BASELINE=1 TABLE_BUDGET_S=${TABLE_BUDGET_S:-540} \
-               full_table short .carry/cli/fp4moe "$(date +%F)-$card-v72" ;;
+               full_table short .carry/cli/fp4moe "$(date +%F)-$card-${SESSION:-v72}" ;;
   sustained) WARM_MS=2000 EXTRA=${EXTRA-} TABLE_BUDGET_S=${TABLE_BUDGET_S:-480} \
-               full_table sustained .carry/cli/fp4moe "$(date +%F)-$card-v72" ;;
+               full_table sustained .carry/cli/fp4moe "$(date +%F)-$card-${SESSION:-v72}" ;;
   suite)
     [ -x .carry/bin/fp4moe_tests ] || unxz .carry/tests/tests.xz .carry/bin/fp4moe_tests || exit 1
     timeout 120 .carry/bin/fp4moe_tests --gtest_filter='CudaLayer.ForwardTakes*:CudaLayer.ForwardRefuses*:ApiValidate.*:ApiRoute*:PrepareTensor.*' \
