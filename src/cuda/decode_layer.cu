@@ -326,9 +326,10 @@ __device__ __forceinline__ void share(int total, int& u0, int& u1) {
 }
 
 struct Mat {
-  int KB, NB, RP, sb, kpw, per;  // per: k-blocks a stage
+  int KB, NB, NG, RP, sb, kpw, per;  // per: k-blocks a stage
   __device__ Mat(const WeightMatrix& w, int kpw_)
-      : KB(w.Kp / kFragK), NB(w.N / kFragRows), RP((w.N / kFragRows + 1) / 2), sb(frag_scale_bytes(w.block)),
+      : KB(w.Kp / kFragK), NB(w.N / kFragRows), NG(frag_groups(w.N)), RP((w.N / kFragRows + 1) / 2),
+        sb(frag_scale_bytes(w.block)),
         kpw(kpw_), per(kW * kpw_) {}
   __device__ int chunks() const { return (KB + per - 1) / per; }
   __device__ int bytes() const { return stage_bytes(sb, kpw); }
@@ -354,12 +355,12 @@ __device__ __forceinline__ void issue_stage(const Params& p, const WeightMatrix&
   }
   ptx::mbarrier_expect_tx(bar, uint32_t(2 * nk * (kFragBytes + m.sb)));
   uint8_t* st = ring + size_t(s) * m.bytes();
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
-    const int64_t blk = (int64_t(e) * m.NB + min(2 * rp + mt, m.NB - 1)) * m.KB + kb0;
-    bulk_load(smem_addr(st + mt * m.per * kFragBytes), w.q + blk * kFragWords, uint32_t(nk * kFragBytes), bar);
-    bulk_load(smem_addr(st + 2 * m.per * kFragBytes + mt * m.per * m.sb), w.scale + blk * m.sb, uint32_t(nk * m.sb),
-              bar);
+  // Per k-block the pair's two fragment blocks, side by side in the layout (gemm_internal.hpp
+  // frag_block; a pair past N, NB odd, takes the last group's zero row): stage [kl][mt].
+  for (int kl = 0; kl < nk; ++kl) {
+    const int64_t blk = frag_block(e, 2 * rp, kb0 + kl, m.NG, m.KB);
+    bulk_load(smem_addr(st + kl * 2 * kFragBytes), w.q + blk * kFragWords, uint32_t(2 * kFragBytes), bar);
+    bulk_load(smem_addr(st + 2 * m.per * kFragBytes + kl * 2 * m.sb), w.scale + blk * m.sb, uint32_t(2 * m.sb), bar);
   }
   ptx::mbarrier_arrive(bar);
   trace_add<TR>(kTrSumIssue, t0);
@@ -407,8 +408,8 @@ __device__ __forceinline__ int consume(const Params& p, const WeightMatrix& w, c
         if (!on[j]) continue;
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-          wq[j][mt] = *reinterpret_cast<const uint4*>(st + (mt * m.per + kl) * kFragBytes + lane * 16);
-          const uint8_t* sp = st + 2 * m.per * kFragBytes + (mt * m.per + kl) * m.sb + g * (m.sb / 8);
+          wq[j][mt] = *reinterpret_cast<const uint4*>(st + (kl * 2 + mt) * kFragBytes + lane * 16);
+          const uint8_t* sp = st + 2 * m.per * kFragBytes + (kl * 2 + mt) * m.sb + g * (m.sb / 8);
           ws[j][mt] = MX ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
         }
       }

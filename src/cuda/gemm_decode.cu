@@ -223,24 +223,26 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
     // past the expert's rows (a tile has at least one row; those columns are computed, never
     // written). A fragment row past N (NB odd: only GEMM 2, whose epilogue skips it) reads row
     // NB - 1 again: its sums are never written, so it needs no zeros and no test per load.
-    // Each k-block below adds a constant to these pointers (immediate offsets).
+    // Each k-block below adds a constant to these pointers (immediate offsets): kFragGroup blocks
+    // (gemm_internal.hpp frag_block; the pair's two blocks of a k-block are side by side).
     const uint4* wp[2];
     const uint8_t* sp[2];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
-      const int64_t blk = (int64_t(e) * NB + min(nb + mt, NB - 1)) * KB + kb0;
+      const int64_t blk = frag_block(e, min(nb + mt, NB - 1), kb0, w.groups, KB);
       wp[mt] = reinterpret_cast<const uint4*>(w.q + blk * kFragWords) + lane;
       sp[mt] = w.scale + blk * sb + g * (sb / 8);
     }
     uint4 wq[2][2];  // [stage][m-tile]
     uint2 ws[2][2];
-    constexpr int kWStep = kFragWords / 4;  // uint4 per fragment block
+    constexpr int kWStep = kFragGroup * kFragWords / 4;  // uint4 per k-block of one fragment row
+    constexpr int kSStep = kFragGroup;                    // scale blocks (sb bytes) likewise
     // k-block kb0 + o (o: a constant) of the weights into stage d.
     auto load_w = [&](int d, int o) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         wq[d][mt] = __ldcs(wp[mt] + o * kWStep);
-        const uint8_t* s = sp[mt] + o * sb;
+        const uint8_t* s = sp[mt] + o * kSStep * sb;
         ws[d][mt] = MX ? make_uint2(__ldcs(reinterpret_cast<const uint32_t*>(s)), 0u)
                        : __ldcs(reinterpret_cast<const uint2*>(s));
       }
@@ -284,7 +286,7 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         wp[mt] += n * kWStep;
-        sp[mt] += n * sb;
+        sp[mt] += n * kSStep * sb;
       }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) bp[nt] += n * kBStep;

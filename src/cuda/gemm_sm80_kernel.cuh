@@ -97,6 +97,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
   const int g = lane / 4, t = lane % 4;
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
+  static_assert(kBlocksPerCta == kFragGroup, "a CTA's rows are one group of the layout");
   const int nb0 = blockIdx.x * kBlocksPerCta;
   constexpr bool mx = MX;
   const int sb = frag_scale_bytes(MX ? 32 : 16);
@@ -142,13 +143,16 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     const int w_blk = threadIdx.x / kWThreadsPerBlock;
     const int w_dst = w_blk * (kFragWords * 4) + (threadIdx.x % kWThreadsPerBlock) * 16;
     const bool w_on = nb0 + w_blk < NB;  // fragment rows past N: not loaded (their outputs are not written)
-    const uint8_t* w_src = reinterpret_cast<const uint8_t*>(w.q) +
-                           (int64_t(e) * NB + nb0 + (w_on ? w_blk : 0)) * KB * (kFragWords * 4) +
-                           w_dst % (kFragWords * 4);
+    // The CTA's 8 fragment rows are group blockIdx.x (nb0 = 8 * blockIdx.x): its k-block kb is
+    // 4 KiB in a row, kb + 1 the next 4 KiB (gemm_internal.hpp frag_block). g0: the block of
+    // the group's first row at k-block 0.
+    const int NBp = w.groups * kFragGroup;
+    const uint8_t* w_src = reinterpret_cast<const uint8_t*>(w.q) + (int64_t(e) * NBp + nb0) * KB * (kFragWords * 4) +
+                           (w_on ? w_blk : 0) * (kFragWords * 4) + w_dst % (kFragWords * 4);
     const int s_part = sb / 16;
     const bool s_on = threadIdx.x < kBlocksPerCta * s_part && nb0 + int(threadIdx.x) / s_part < NB;
     const uint8_t* s_src =
-        w.scale + ((int64_t(e) * NB + nb0 + threadIdx.x / s_part) * KB) * sb + (threadIdx.x % s_part) * 16;
+        w.scale + (int64_t(e) * NBp + nb0) * KB * sb + (threadIdx.x / s_part) * sb + (threadIdx.x % s_part) * 16;
     const int s_dst = T::kWBytes + (threadIdx.x / s_part) * 64 + (threadIdx.x % s_part) * 16;
     const uint8_t* a_src[kAChunks];  // the token row's first chunk, or nullptr past the expert's rows
     int a_dst[kAChunks], a_k[kAChunks];
@@ -169,7 +173,9 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     // (Built from w_src / s_src / a_src rather than in their place: one loop setting a_ok and
     // a_at directly, sm_90a, gave 8-32 more instructions in every instantiation and 2-5 more
     // registers in 15 of the 32, 2 fewer in 4.)
-    constexpr int kWBlockBytes = kFragWords * 4, kABlockBytes = A_FP4 ? kFragK / 2 : kFragK * 2;
+    // Per k-block: a group's words and scales, and the A tile's k-block.
+    constexpr int kWBlockBytes = kFragGroup * kFragWords * 4, kABlockBytes = A_FP4 ? kFragK / 2 : kFragK * 2;
+    const int s_step = kFragGroup * sb;
     const uint8_t* w_at = w_src;
     const uint8_t* s_at = s_src;
     const uint8_t* a_at[kAChunks];  // past the expert's rows: A's base, never read (a_ok false)
@@ -182,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     }
     auto advance = [&](int n) {
       w_at += n * kWBlockBytes;
-      s_at += n * sb;
+      s_at += n * s_step;
 #pragma unroll
       for (int i = 0; i < kAChunks; ++i) a_at[i] += n * kABlockBytes;
     };
@@ -198,7 +204,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
 #pragma unroll
         for (int i = 0; i < kWChunks; ++i) ptx::cp_async_16(st + w_dst + i * kWStep, src + i * kWStep, true);
       }
-      if (s_on) ptx::cp_async_16(st + s_dst, s_at + o * sb, true);
+      if (s_on) ptx::cp_async_16(st + s_dst, s_at + o * s_step, true);
     };
     auto load_a = [&](int stage, int kb, int o, auto inside) {
       uint8_t* st = smem + stage * T::kStageBytes;

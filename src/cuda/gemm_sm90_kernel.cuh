@@ -281,6 +281,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
     const int b_dst = jb * 128 + sm80::a_bf16_swizzle(jb, cb);
     const int sc_b = threadIdx.x / (sb / 16), sc_part = threadIdx.x % (sb / 16);  // scale block, 16-byte part
     const bool sc_copy = int(threadIdx.x) < kBlocksPerCta * sb / 16 && nb0 + sc_b < NB;
+    const int64_t g0 = (int64_t(e) * w.groups + nb0 / kFragGroup) * KB * kFragGroup;  // the CTA's first block
     auto load_stage = [&](int stage, int kb) {
       uint8_t* st = smem + stage * T::kStageBytes;
       const int k = kb * kFragK + cb * 8;
@@ -291,15 +292,17 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
         ptx::cp_async_16(st + b_dst + i * 32 * 128, valid ? p.a_bf16 + row * K + k : p.a_bf16, valid);
       }
 #pragma unroll
-      for (int i = 0; i < kBlocksPerCta / 8; ++i) {
+      for (int i = 0; i < kBlocksPerCta / 8; ++i) {  // row wb of the CTA's group i (frag_block)
         const int nb = nb0 + wb + 8 * i;
         if (nb < NB)
           ptx::cp_async_16(st + T::kBBytes + (wb + 8 * i) * (kFragWords * 4) + lane * 16,
-                           w.q + ((int64_t(e) * NB + nb) * KB + kb) * kFragWords + lane * 4, true);
+                           w.q + (g0 + (int64_t(i) * KB + kb) * kFragGroup + wb) * kFragWords + lane * 4, true);
       }
       if (sc_copy)
         ptx::cp_async_16(st + T::kBBytes + T::kWBytes + sc_b * 64 + sc_part * 16,
-                         w.scale + ((int64_t(e) * NB + nb0 + sc_b) * KB + kb) * sb + sc_part * 16, true);
+                         w.scale + (g0 + (int64_t(sc_b / kFragGroup) * KB + kb) * kFragGroup + sc_b % kFragGroup) * sb +
+                             sc_part * 16,
+                         true);
     };
 
     // acc[mt][nt][c]: m-tile mt (fragment row fb + mt), tokens nt*8 + 2t + c%2, rows g (c < 2), g+8
@@ -718,16 +721,18 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
       // Sources of k-block 0 (+ a per-k-block stride).
       const uint8_t* b_src[kBChunks];
       const uint32_t b_rows = b_sources<kBChunks, 32>(tables.arow[n % 2], jb, cb, p.a_bf16, K, b_src);
-      const uint8_t* expert_q = reinterpret_cast<const uint8_t*>(w.q) + int64_t(e) * NB * KB * (kFragWords * 4);
+      // (gemm_internal.hpp frag_block: a fragment row's next k-block is kFragGroup blocks on.)
+      const uint8_t* expert_q = reinterpret_cast<const uint8_t*>(w.q) + frag_block(e, 0, 0, w.groups, KB) * (kFragWords * 4);
       uint32_t w_row[kWChunks];  // byte offset of the slot in the expert's k-block-0 fragment blocks, ~0u past N
 #pragma unroll
       for (int i = 0; i < kWChunks; ++i) {
         const int ch = ptid + i * kWsProducerThreads, blk = ch / 32, sl = ch % 32;
-        w_row[i] = nb0 + blk < NB ? uint32_t(nb0 + blk) * uint32_t(KB) * uint32_t(kFragWords * 4) + uint32_t(sl) * 16u
+        w_row[i] = nb0 + blk < NB ? uint32_t(frag_block(0, nb0 + blk, 0, w.groups, KB)) * uint32_t(kFragWords * 4) +
+                                        uint32_t(sl) * 16u
                                   : ~0u;
       }
       const bool s_on = s_blk < kBlocksPerCta && nb0 + s_blk < NB;
-      const uint8_t* s_src = w.scale + ((int64_t(e) * NB + nb0 + s_blk) * KB) * sb + s_part * 16;
+      const uint8_t* s_src = w.scale + frag_block(e, nb0 + s_blk, 0, w.groups, KB) * sb + s_part * 16;
       d_ok = nb0 + fd < NB;
 
       // Stage of the CTA's k-block itl <- k-block kb of the slot; then the arrival on full.
@@ -738,8 +743,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
         b_copies<kBChunks, 32>(st, b_dst, b_src, b_rows, kb, cb, K);
 #pragma unroll
         for (int i = 0; i < kWChunks; ++i)
-          if (w_row[i] != ~0u) ptx::cp_async_16(st + w_dst[i], expert_q + w_row[i] + kb * (kFragWords * 4), true);
-        if (s_on) ptx::cp_async_16(st + s_dst, s_src + kb * sb, true);
+          if (w_row[i] != ~0u)
+            ptx::cp_async_16(st + w_dst[i], expert_q + w_row[i] + kb * (kFragGroup * kFragWords * 4), true);
+        if (s_on) ptx::cp_async_16(st + s_dst, s_src + kb * (kFragGroup * sb), true);
         ptx::cp_async_mbarrier_arrive_noinc(addr(&full_bar[s]));
       };
 
@@ -1155,8 +1161,8 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
                              in_k && (b_rows >> i) % 2 != 0);
           if (ptid == 0) {
             const uint32_t w_addr = st_addr + uint32_t(j * T::kBlockBytes + T::kBBytes);
-            ptx::tma_load_4d(w_addr, &maps.q, 0, kb_w + j0 + j, nb0, e, bar);
-            ptx::tma_load_4d(w_addr + T::kWBytes, &maps.s, 0, kb_w + j0 + j, nb0, e, bar);
+            ptx::tma_load_5d(w_addr, &maps.q, 0, 0, kb_w + j0 + j, nb0 / kFragGroup, e, bar);
+            ptx::tma_load_5d(w_addr + T::kWBytes, &maps.s, 0, 0, kb_w + j0 + j, nb0 / kFragGroup, e, bar);
           }
         }
         end_fill(s);
@@ -1342,16 +1348,21 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 inline WeightMaps encode_weight_maps(const WeightMatrix& w) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (!encode) detail::fail(ErrorKind::device, "the CUDA driver has no cuTensorMapEncodeTiled (the rsws kernels' TMA)");
-  const cuuint64_t KB = cuuint64_t(w.Kp / kFragK), NB = cuuint64_t(w.N / kFragRows), E = cuuint64_t(w.num_experts);
-  const cuuint64_t sb = cuuint64_t(frag_scale_bytes(w.block)), fb = kFragWords * 4;
+  // The layout's dims (gemm_internal.hpp frag_block), innermost first: a block's elements, the
+  // group's fragment rows, k-blocks, groups, experts. A box: a k-block of kBlocksPerCta / 8
+  // groups (those past the expert's last group arrive as zeros).
+  const cuuint64_t KB = cuuint64_t(w.Kp / kFragK), NG = cuuint64_t(frag_groups(w.N)), E = cuuint64_t(w.num_experts);
+  const cuuint64_t sb = cuuint64_t(frag_scale_bytes(w.block)), fb = kFragWords * 4, G = kFragGroup;
+  static_assert(kBlocksPerCta % kFragGroup == 0, "a CTA's rows are whole groups of the layout");
   WeightMaps m{};
   auto one = [&](CUtensorMap* map, CUtensorMapDataType type, const void* base, cuuint64_t inner_elems,
                  cuuint64_t inner_bytes, const char* what) {
-    const cuuint64_t dims[4] = {inner_elems, KB, NB, E};
-    const cuuint64_t strides[3] = {inner_bytes, KB * inner_bytes, NB * KB * inner_bytes};  // bytes, dims 1..3
-    const cuuint32_t box[4] = {cuuint32_t(inner_elems), 1, cuuint32_t(kBlocksPerCta), 1};
-    const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-    const CUresult r = encode(map, type, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
+    const cuuint64_t dims[5] = {inner_elems, G, KB, NG, E};
+    const cuuint64_t strides[4] = {inner_bytes, G * inner_bytes, KB * G * inner_bytes,
+                                   NG * KB * G * inner_bytes};  // bytes, dims 1..4
+    const cuuint32_t box[5] = {cuuint32_t(inner_elems), cuuint32_t(G), 1, cuuint32_t(kBlocksPerCta / kFragGroup), 1};
+    const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
+    const CUresult r = encode(map, type, 5, const_cast<void*>(base), dims, strides, box, elem_strides,
                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)

@@ -182,12 +182,13 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
     auto load_stage = [&](int stage, int s) {
       uint8_t* st = smem + stage * S::kBytes;
       const int kbs = kb_begin + s * kSB;
-      // 512 16-byte chunks; the kSB blocks of one fragment row are adjacent in memory too.
+      // 512 16-byte chunks (gemm_internal.hpp frag_block: the CTA's 8 fragment rows of one
+      // k-block are adjacent in memory).
       for (int c = threadIdx.x; c < kBlocksPerCta * kSB * 32; c += kThreads) {
         const int b = c / (kSB * 32), kc = (c / 32) % kSB, l = c % 32, nb = nb0 + b, kb = kbs + kc;
         if (nb < NB && kb < kb_end)
           ptx::cp_async_16(st + (b * kSB + kc) * (kFragWords * 4) + l * 16,
-                           w.q + ((int64_t(e) * NB + nb) * KB + kb) * kFragWords + l * 4, true);
+                           w.q + frag_block(e, nb, kb, w.groups, KB) * kFragWords + l * 4, true);
       }
       const int cpb = sb / 16;  // 16-byte chunks of scales per fragment block (4 or 2)
       if (threadIdx.x < kBlocksPerCta * kSB * cpb) {
@@ -195,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
         const int b = blk / kSB, kc = blk % kSB, nb = nb0 + b, kb = kbs + kc;
         if (nb < NB && kb < kb_end)
           ptx::cp_async_16(st + S::kWBytes + blk * 64 + part16 * 16,
-                           w.scale + ((int64_t(e) * NB + nb) * KB + kb) * sb + part16 * 16, true);
+                           w.scale + frag_block(e, nb, kb, w.groups, KB) * sb + part16 * 16, true);
       }
       uint8_t* sa = st + S::kWBytes + S::kSBytes;
       if constexpr (!A_FP4) {

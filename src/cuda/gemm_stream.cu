@@ -163,19 +163,23 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
     const bool two = MT == 2 && nb0 + 1 < NB;           // warp-uniform; true for GEMM 1 with MT = 2
     const int count = p.rows.count[e];
     const int64_t begin = p.rows.begin[e];
-    const uint32_t* q0 = w.q + (int64_t(e) * NB + nb0) * KB * kFragWords;
-    const uint8_t* s0 = w.scale + (int64_t(e) * NB + nb0) * KB * sb;
+    // Row nb0's k-block kb is block (frag_block) b0 + kb * kFragGroup, row nb0 + 1's the next
+    // (nb0 is even when the unit has two).
+    const int64_t b0 = frag_block(e, nb0, 0, w.groups, KB);
+    const uint32_t* q0 = w.q + b0 * kFragWords;
+    const uint8_t* s0 = w.scale + b0 * sb;
 
     // Stage kb % kStages <- fragment block column kb of both m16 tiles (nothing past KB).
     auto issue = [&](int kb) {
       if (kb < KB) {
         uint8_t* st = ring + (kb % kStages) * kStageBytes;
-        ptx::cp_async_16(st + lane * 16, q0 + int64_t(kb) * kFragWords + lane * 4, true);
-        if (two) ptx::cp_async_16(st + 512 + lane * 16, q0 + (int64_t(KB) + kb) * kFragWords + lane * 4, true);
+        ptx::cp_async_16(st + lane * 16, q0 + int64_t(kb) * kFragGroup * kFragWords + lane * 4, true);
+        if (two)
+          ptx::cp_async_16(st + 512 + lane * 16, q0 + (int64_t(kb) * kFragGroup + 1) * kFragWords + lane * 4, true);
         if (lane < 2 * chunks) {
           const int mt = lane / chunks, c = lane % chunks;
           if (mt == 0 || two)
-            ptx::cp_async_16(st + 1024 + mt * 64 + c * 16, s0 + (int64_t(mt) * KB + kb) * sb + c * 16, true);
+            ptx::cp_async_16(st + 1024 + mt * 64 + c * 16, s0 + (int64_t(kb) * kFragGroup + mt) * sb + c * 16, true);
         }
       }
       ptx::cp_async_commit_group();

@@ -42,8 +42,9 @@ HostFragments build_fragments(const char* name, const detail::HostBytes& data, c
   const int Kp = (K + kFragK - 1) / kFragK * kFragK;
   const int64_t cols = K / block;
   HostFragments m;
-  m.q.resize(size_t(E) * (N / kFragRows) * (Kp / kFragK) * kFragWords);  // each thread's words: its first touch
-  m.scale.assign(size_t(E) * (N / kFragRows) * (Kp / kFragK) * frag_scale_bytes(block), 0u);
+  // A last group's rows past N: zero codes (written below) and zero scales (frag_block).
+  m.q.resize(size_t(E * frag_expert_blocks(N, Kp)) * kFragWords);  // each thread's words: its first touch
+  m.scale.assign(size_t(E * frag_expert_blocks(N, Kp)) * frag_scale_bytes(block), 0u);
   m.epi.resize(size_t(E));
   // Experts are independent (each writes its own q, scale and epi ranges): contiguous
   // chunks of experts on host_threads() threads (parallel.hpp). A failing expert's error is
@@ -94,13 +95,12 @@ HostFragments build_fragments(const char* name, const detail::HostBytes& data, c
     // per register a_j from canonical row canon(n') (see gemm_internal.hpp): byte j from row
     // n0 + lane / 4 + 8 (j & 1) at k = kb * 64 + kk * 16 + (lane % 4) * 2 + 8 (j >> 1). A
     // k-step past K (K is a multiple of 16) holds zero codes.
-    const int KB = Kp / kFragK;
-    uint32_t* qe = m.q.data() + size_t(e) * (N / kFragRows) * KB * kFragWords;
+    const int KB = Kp / kFragK, NG = frag_groups(N);
     const uint8_t* rows[kFragRows];
     for (int64_t n0 = 0; n0 < N; n0 += kFragRows) {
       for (int r = 0; r < kFragRows; ++r) rows[r] = d + canonical_row(n0 + r, N) * (K / 2);
       for (int kb = 0; kb < KB; ++kb) {
-        uint32_t* out = qe + ((n0 / kFragRows) * KB + kb) * kFragWords;
+        uint32_t* out = m.q.data() + frag_block(e, n0 / kFragRows, kb, NG, KB) * kFragWords;
         for (int lane = 0; lane < 32; ++lane)
           for (int kk = 0; kk < 4; ++kk) {
             const int64_t k0 = int64_t(kb) * kFragK + kk * 16;
@@ -116,6 +116,9 @@ HostFragments build_fragments(const char* name, const detail::HostBytes& data, c
           }
       }
     }
+    for (int nb = N / kFragRows; nb < NG * kFragGroup; ++nb)  // a last group's rows past N: zero codes
+      for (int kb = 0; kb < KB; ++kb)
+        std::fill_n(m.q.data() + frag_block(e, nb, kb, NG, KB) * kFragWords, kFragWords, 0u);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t r = canonical_row(n, N);
       for (int64_t c = 0; c < cols; ++c) {
@@ -201,6 +204,7 @@ std::unique_ptr<DeviceWeights> upload_weights(const detail::HostWeights& w, int 
     d.N = N;
     d.K = K;
     d.Kp = (K + kFragK - 1) / kFragK * kFragK;
+    d.groups = frag_groups(N);
     d.block = block;
   };
   fill(out->w13, m13, w.w13_bias, int(2 * I), int(H));

@@ -2365,7 +2365,17 @@ TEST(CudaGemmLayout, PreparedFragmentsReproduceTheCheckpoint) {
                                                   [](int64_t r, int64_t rows) { return rows - 1 - r; }};
     for (const auto row_map : maps) {
       const HostFragments f = build_fragments("w", data, scale, dq, E, N, K, block, row_map);
+      ASSERT_EQ(f.q.size(), size_t(E * frag_expert_blocks(N, Kp) * kFragWords));
+      ASSERT_EQ(f.scale.size(), size_t(E * frag_expert_blocks(N, Kp) * frag_scale_bytes(block)));
       for (int64_t e = 0; e < E; ++e) {
+        // The group's 5 fragment rows past N (N = 48: 3 of 8): zero codes, zero scales.
+        for (int nb = N / kFragRows; nb < frag_groups(N) * kFragGroup; ++nb)
+          for (int kb = 0; kb < Kp / kFragK; ++kb) {
+            const int64_t b = frag_block(e, nb, kb, frag_groups(N), Kp / kFragK);
+            for (int i = 0; i < kFragWords; ++i) ASSERT_EQ(f.q[size_t(b * kFragWords + i)], 0u) << "pad row " << nb;
+            for (int i = 0; i < frag_scale_bytes(block); ++i)
+              ASSERT_EQ(f.scale[size_t(b * frag_scale_bytes(block) + i)], 0u) << "pad row " << nb;
+          }
         const double two_f = double(f.epi[size_t(e)]);  // 2^F * dq, dq = 1
         for (int64_t n = 0; n < N; ++n)
           for (int64_t k = 0; k < Kp; ++k) {
@@ -2422,11 +2432,14 @@ TEST(CudaGemmLayout, FragmentsRefuseTheLowestUnfoldableExpert) {
 }
 
 // Layout index functions: every (row, k) of a block has its own nibble, scale indices
-// stay inside the block's scale bytes.
+// stay inside the block's scale bytes; the blocks of a last group's rows past N hold no
+// nibble; frag_block numbers (fragment row, k-block) of every group of every expert apart,
+// a row's next k-block kFragGroup blocks on.
 TEST(CudaGemmLayout, NibblesAreABijection) {
-  for (int N : {16, 48}) {
-    const int Kp = 128;
-    std::vector<uint32_t> seen(size_t(N) * Kp / 8, 0);
+  for (int N : {16, 48, 128, 144}) {
+    const int Kp = 128, KB = Kp / kFragK, NG = frag_groups(N);
+    ASSERT_EQ(NG, (N / kFragRows + kFragGroup - 1) / kFragGroup);
+    std::vector<uint32_t> seen(size_t(frag_expert_blocks(N, Kp)) * kFragWords, 0);
     for (int n = 0; n < N; ++n)
       for (int k = 0; k < Kp; ++k) {
         const NibbleAt at = frag_nibble(0, n, k, N, Kp);
@@ -2441,7 +2454,22 @@ TEST(CudaGemmLayout, NibblesAreABijection) {
           ASSERT_LT(s, (blk + 1) * frag_scale_bytes(block));
         }
       }
-    for (uint32_t w : seen) ASSERT_EQ(w, 0xFFFFFFFFu);
+    for (int nb = 0; nb < NG * kFragGroup; ++nb)
+      for (int kb = 0; kb < KB; ++kb)
+        for (int i = 0; i < kFragWords; ++i)
+          ASSERT_EQ(seen[size_t(frag_block(0, nb, kb, NG, KB) * kFragWords + i)], nb < N / kFragRows ? 0xFFFFFFFFu : 0u)
+              << "N " << N << " fragment row " << nb << " k-block " << kb;
+    std::vector<int> hits(size_t(3 * frag_expert_blocks(N, Kp)), 0);
+    for (int e = 0; e < 3; ++e)
+      for (int nb = 0; nb < NG * kFragGroup; ++nb)
+        for (int kb = 0; kb < KB; ++kb) {
+          const int64_t b = frag_block(e, nb, kb, NG, KB);
+          ASSERT_TRUE(b >= 0 && b < int64_t(hits.size()));
+          ++hits[size_t(b)];
+          if (kb + 1 < KB) ASSERT_EQ(frag_block(e, nb, kb + 1, NG, KB), b + kFragGroup);
+          if (nb % kFragGroup + 1 < kFragGroup) ASSERT_EQ(frag_block(e, nb + 1, kb, NG, KB), b + 1);
+        }
+    for (int h : hits) ASSERT_EQ(h, 1);
   }
   // gate and up of one i share a 16-row tile, 8 rows apart
   for (int i = 0; i < 64; ++i) EXPECT_EQ(w13_device_row(i, true) - w13_device_row(i, false), 8);

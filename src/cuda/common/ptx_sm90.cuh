@@ -283,16 +283,16 @@ __device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint32_t bar) {
 __device__ __forceinline__ void mbarrier_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
-// TMA: the box of a 4-d tensor map (a __grid_constant__ kernel parameter's address) at element
-// coordinates {c0, c1, c2, c3} -> shared memory at smem (16-byte aligned), complete_tx of the
-// box's bytes on `bar` (elements out of bounds arrive as zeros and count). The waiters of the
-// phase then see the data. Issued by one thread: the operands live in uniform registers.
-__device__ __forceinline__ void tma_load_4d(uint32_t smem, const void* map, int c0, int c1, int c2, int c3,
+// TMA: the box of a 5-d tensor map (a __grid_constant__ kernel parameter's address) at element
+// coordinates {c0, .., c4} -> shared memory at smem (16-byte aligned), complete_tx of the box's
+// bytes on `bar` (elements out of bounds arrive as zeros and count). The waiters of the phase
+// then see the data. Issued by one thread: the operands live in uniform registers.
+__device__ __forceinline__ void tma_load_5d(uint32_t smem, const void* map, int c0, int c1, int c2, int c3, int c4,
                                             uint32_t bar) {
   asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
-      "[%6];\n" ::"r"(smem),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, "
+      "%6}], [%7];\n" ::"r"(smem),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
       : "memory");
 }
 // bar.sync id, count: a barrier among `count` threads (whole warps) that use the same id;
