@@ -3,7 +3,7 @@
 # in a row: gemm_internal.hpp frag_block) on the H200. Carry [".carry/gl"]: tests.xz (the
 # branch's fp4moe_tests), fp4moe-grouped.xz (the branch's CLI), fp4moe-main.xz (main b2ee040's
 # CLI); all sm_90a, stripped, xz'd (python lzma).
-#   PART=suite (~330 s): the layout tests; the whole test binary, EP apart, in 8 shards; memcheck
+#   PART=suite (~500 s): the layout tests; the whole test binary, EP apart, in 8 shards; memcheck
 #     and racecheck over the forced rsws / rsws4 cases and the fast path's tile tests; bench
 #     --check of the branch at a point of every kernel family (decode T = 1-3, the fast path,
 #     rsws4 / split, rsws 128-token), gpt-oss-120b among them (GEMM 2: 180 fragment rows, a
@@ -18,8 +18,9 @@ case "${PART:-suite}" in
     unxz .carry/gl/fp4moe-grouped.xz .carry/bin/fp4moe_grouped || exit 1
     filter_tests 'CudaGemmLayout.*' layout 60
     suite_shards
-    sanitizers "$rsws_sanitize_cases:CudaGemmSm80Tiles/*" 150
     check_points grouped "kimi-k2:w4a16:1,3,8,32,128 gpt-oss-120b:w4a16:1,32,512,2048,8192 qwen3-30b:w4a4:1,128,2048 deepseek-v3:w4a16:2048,16384"
+    echo "checks t=$(( $(date +%s) - start ))"
+    sanitizers "Cases/CudaGemmSm90Forced.MatchesHost/*one_kblock*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*mx*rsws4*:CudaGemmSm80Tiles/*" 75
     echo "t=$(( $(date +%s) - start ))" ;;
   ab)
     unxz .carry/gl/fp4moe-grouped.xz .carry/bin/fp4moe_grouped || exit 1
