@@ -722,7 +722,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
       const uint8_t* b_src[kBChunks];
       const uint32_t b_rows = b_sources<kBChunks, 32>(tables.arow[n % 2], jb, cb, p.a_bf16, K, b_src);
       // (gemm_internal.hpp frag_block: a fragment row's next k-block is kFragGroup blocks on.)
-      const uint8_t* expert_q = reinterpret_cast<const uint8_t*>(w.q) + frag_block(e, 0, 0, w.groups, KB) * (kFragWords * 4);
+      const uint8_t* expert_q =
+          reinterpret_cast<const uint8_t*>(w.q) + frag_block(e, 0, 0, w.groups, KB) * (kFragWords * 4);
       uint32_t w_row[kWChunks];  // byte offset of the slot in the expert's k-block-0 fragment blocks, ~0u past N
 #pragma unroll
       for (int i = 0; i < kWChunks; ++i) {
