@@ -20,8 +20,10 @@
 // with NG = ceil(N / 128) groups per expert; the rows of a last group past N hold zero codes
 // (and zero scales). So a CTA's 128 rows of one k-block are 4 KiB in a row and its whole K
 // one contiguous stream, and a decode warp's two fragment rows (an even pair) 1 KiB in a row.
-// Measured on the H200 (v74, the fast path's 8-token tiles, 2 s of replays): the CTA's weights
-// as one stream instead of 8 streams KB * 512 bytes apart, -0.5 to -3.8% at T = 8-128.
+// Measured under the 700 W cap after 2 s of replays (v74): on the H200, the fast path's CTAs
+// reading their weights as one stream instead of 8 streams KB * 512 bytes apart (a timing
+// probe) -0.5 to -3.8% at T = 8-128; on an H100, this layout against the one before, -0.4 to
+// -2.4% at 11 of 12 points from T = 1 to 8192 (+1.0% at qwen3-235b T = 2048).
 // Word (lane, kk) holds the 8 e2m1 values lane needs for the A operand of
 // mma.m16n8k16 over k-step kk (PTX ISA, "Matrix Fragments for mma.m16n8k16", .bf16 A):
 // with g = lane / 4, t = lane % 4, register a_j (j = 0..3) holds rows
