@@ -9,6 +9,11 @@
 #   - fewer at 24 / 32 tokens, and -3 to +24 a loop at 16;
 #   - registers at or under main's;
 #   - the 16-token GEMM 1's 8-byte spill is back (as before the grouped layout).
+# Its second commit finds the decode kernels' row pair from one block index (nb is even, so
+# the two rows sit side by side). No decode kernel spills now, where main spills 4 / 4 bytes in
+# two of them. The loop changes:
+#   - the T = 1 GEMM 1: 309 -> 305;
+#   - GEMM 1 at T = 2-8: 303 -> 308.
 # CPU tests only so far.
 # Carries:
 #   - .carry/lw: the branch's fp4moe_tests (tests.xz) and CLI (cli.xz), sm_90a, stripped, xz'd
