@@ -144,8 +144,10 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     const int w_dst = w_blk * (kFragWords * 4) + (threadIdx.x % kWThreadsPerBlock) * 16;
     const bool w_on = nb0 + w_blk < NB;  // fragment rows past N: not loaded (their outputs are not written)
     // The CTA's 8 fragment rows are group blockIdx.x (nb0 = 8 * blockIdx.x): its k-block kb is
-    // 4 KiB in a row, kb + 1 the next 4 KiB (gemm_internal.hpp frag_block). g0: the block of
-    // the group's first row at k-block 0.
+    // 4 KiB in a row, kb + 1 the next 4 KiB. (e * NBp + nb0) * KB is frag_block(e, nb0, 0, ..)
+    // for nb0 a multiple of 8 (gemm_internal.hpp), written out. With the group count computed
+    // here (frag_groups(N)) the 8-token GEMM 1 took 98 registers (4 CTAs an SM) through
+    // frag_block, or 94-96 and ~30 more instructions a trip of its k loop written out (v74).
     const int NBp = w.groups * kFragGroup;
     const uint8_t* w_src = reinterpret_cast<const uint8_t*>(w.q) + (int64_t(e) * NBp + nb0) * KB * (kFragWords * 4) +
                            (w_on ? w_blk : 0) * (kFragWords * 4) + w_dst % (kFragWords * 4);
