@@ -227,9 +227,11 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
     // (gemm_internal.hpp frag_block; the pair's two blocks of a k-block are side by side).
     const uint4* wp[2];
     const uint8_t* sp[2];
+    // (nb is even: the pair's rows are one group's, side by side.)
+    const int64_t blk0 = frag_block(e, nb, kb0, w.groups, KB);
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
-      const int64_t blk = frag_block(e, min(nb + mt, NB - 1), kb0, w.groups, KB);
+      const int64_t blk = blk0 + (mt == 1 && nb + 1 < NB ? 1 : 0);
       wp[mt] = reinterpret_cast<const uint4*>(w.q + blk * kFragWords) + lane;
       sp[mt] = w.scale + blk * sb + g * (sb / 8);
     }

@@ -130,27 +130,37 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     // ---- the pipeline ----
     // Each thread's cp.async sources are fixed for the slot up to a per-k-step stride, so
     // they are computed here once (the k loop then spends its instructions on the math):
-    // weights kWChunks 16-byte chunks of one fragment block w_blk, kWStep bytes apart (+ kb *
-    // 512 B: one pointer, the chunks at constant offsets; with a pointer per chunk in different
-    // blocks the k loop had ~6% more instructions at 8 and 16 tokens, ~2.5% at 32), the scales
-    // of one 16-byte block part for the first kBlocksPerCta * sb / 16 threads (+ kb * sb), and
-    // up to kAChunks chunks of the A tile (+ kb * 64 k).
-    constexpr int kWChunks = kBlocksPerCta * 32 / kThreads;
-    constexpr int kWThreadsPerBlock = kThreads / kBlocksPerCta, kWStep = kWThreadsPerBlock * 16;
-    static_assert(kWThreadsPerBlock * kWChunks == 32, "a block's 32 chunks over its threads");
+    // weights kWChunks 16-byte chunks of the warp's part of a group (below; + a group's bytes:
+    // one pointer, the chunks at constant offsets; with a pointer per chunk in different blocks
+    // the k loop had ~6% more instructions at 8 and 16 tokens, ~2.5% at 32), the scales of one
+    // 16-byte block part for the first kBlocksPerCta * sb / 16 threads (+ kb * 8 sb), and up to
+    // kAChunks chunks of the A tile (+ kb * 64 k).
+    // Weights: the CTA's 8 fragment rows are group blockIdx.x (nb0 = 8 * blockIdx.x), whose
+    // k-block kb is 4 KiB in a row and kb + 1 the next 4 KiB (gemm_internal.hpp frag_block).
+    // Each warp loads its part of one k-block of a group: warp w part w % kWarpsPerKb of
+    // k-block w / kWarpsPerKb, kWChunks 16-byte chunks 512 bytes apart, so that a thread's
+    // chunks of a group lie within one window of cp.async's 12-bit signed offset (one pointer a
+    // thread, the chunks at constant offsets -2048 .. 2047 from it); with every thread's chunks
+    // in every k-block of the group (4 KiB apart), each k-block after the first took a 64-bit
+    // add. A last group's rows past N are zeros in the layout, loaded like the others (their
+    // outputs are not written).
+    constexpr int kWarpsPerKb = kWarps / kPair;                       // 1 (8-token tiles) or 2
+    constexpr int kWPart = kFragGroup * kFragWords * 4 / kWarpsPerKb;  // bytes a warp loads per group
+    constexpr int kWChunks = kWPart / 512;                             // 8 or 4 a thread
+    constexpr int kWCenter = kWChunks > 4 ? 2048 : 0;                  // the pointer's offset into its part
+    static_assert(kWarps % kPair == 0 && kWChunks * 512 == kWPart, "whole k-blocks over whole warps");
     constexpr int kAChunksAll = A_FP4 ? kTok * 4 : kTok * 8;
     constexpr int kAChunks = (kAChunksAll + kThreads - 1) / kThreads;
-    const int w_blk = threadIdx.x / kWThreadsPerBlock;
-    const int w_dst = w_blk * (kFragWords * 4) + (threadIdx.x % kWThreadsPerBlock) * 16;
-    const bool w_on = nb0 + w_blk < NB;  // fragment rows past N: not loaded (their outputs are not written)
-    // The CTA's 8 fragment rows are group blockIdx.x (nb0 = 8 * blockIdx.x): its k-block kb is
-    // 4 KiB in a row, kb + 1 the next 4 KiB. (e * NBp + nb0) * KB is frag_block(e, nb0, 0, ..)
-    // for nb0 a multiple of 8 (gemm_internal.hpp), written out. With the group count computed
-    // here (frag_groups(N)) the 8-token GEMM 1 took 98 registers (4 CTAs an SM) through
-    // frag_block, or 94-96 and ~30 more instructions a trip of its k loop written out (v74).
+    const int w_kb = warp / kWarpsPerKb;  // the warp's k-block of each group (warp-uniform)
+    const int w_dst = w_kb * T::kStageBytes + (warp % kWarpsPerKb) * kWPart + lane * 16;  // from stage 0
+    // (e * NBp + nb0) * KB is frag_block(e, nb0, 0, ..) for nb0 a multiple of 8
+    // (gemm_internal.hpp), written out. With the group count computed here (frag_groups(N))
+    // the 8-token GEMM 1 took 98 registers (4 CTAs an SM) through frag_block, or 94-96 and ~30
+    // more instructions a trip of its k loop written out (v74).
     const int NBp = w.groups * kFragGroup;
     const uint8_t* w_src = reinterpret_cast<const uint8_t*>(w.q) + (int64_t(e) * NBp + nb0) * KB * (kFragWords * 4) +
-                           (w_on ? w_blk : 0) * (kFragWords * 4) + w_dst % (kFragWords * 4);
+                           w_kb * (kFragGroup * kFragWords * 4) + (warp % kWarpsPerKb) * kWPart + lane * 16 +
+                           kWCenter;
     const int s_part = sb / 16;
     const bool s_on = threadIdx.x < kBlocksPerCta * s_part && nb0 + int(threadIdx.x) / s_part < NB;
     const uint8_t* s_src =
@@ -188,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
       a_ok[i] = a_src[i] != nullptr;
       a_at[i] = a_ok[i] ? a_src[i] : a_base;
     }
-    auto advance = [&](int n) {
+    auto advance = [&](int n) {  // n: kPair (one group)
       w_at += n * kWBlockBytes;
       s_at += n * s_step;
 #pragma unroll
@@ -199,14 +209,17 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     // inside K and K is a whole number of k-blocks (the groups before the last), so no A chunk
     // ends past K: A's predicate is a_ok alone and its source a_at (A's base, advanced, where
     // a_ok is false: inside A, never read).
-    auto load_w = [&](int stage, int o) {
-      uint8_t* st = smem + stage * T::kStageBytes;
-      if (w_on) {
-        const uint8_t* src = w_at + o * kWBlockBytes;
+    // The weights of the group whose first k-block is kbf, into stages [hh * kPair, + kPair):
+    // this warp's part of its k-block kbf + w_kb (none past K; `inside`, a constant: the group
+    // is inside K).
+    auto load_w_group = [&](int hh, int kbf, auto inside) {
+      if (!inside.value && kbf + w_kb >= KB) return;  // warp-uniform
+      uint8_t* st = smem + hh * kPair * T::kStageBytes + w_dst;
 #pragma unroll
-        for (int i = 0; i < kWChunks; ++i) ptx::cp_async_16(st + w_dst + i * kWStep, src + i * kWStep, true);
-      }
-      if (s_on) ptx::cp_async_16(st + s_dst, s_at + o * s_step, true);
+      for (int i = 0; i < kWChunks; ++i) ptx::cp_async_16(st + i * 512, w_at + (i * 512 - kWCenter), true);
+    };
+    auto load_s = [&](int stage, int o) {
+      if (s_on) ptx::cp_async_16(smem + stage * T::kStageBytes + s_dst, s_at + o * s_step, true);
     };
     auto load_a = [&](int stage, int kb, int o, auto inside) {
       uint8_t* st = smem + stage * T::kStageBytes;
@@ -228,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
       }
     };
     auto load_stage = [&](int stage, int kb, int o, auto inside) {
-      load_w(stage, o);
+      load_s(stage, o);
       load_a(stage, kb, o, inside);
     };
 
@@ -289,9 +302,10 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     };
     // The first group: its weights, then (GEMM 2 as a dependent: once GEMM 1 has completed) its
     // A tiles, all in one cp.async group.
+    load_w_group(0, 0, std::false_type{});
 #pragma unroll
     for (int s = 0; s < kPair; ++s)
-      if (s < KB) load_w(s, s);
+      if (s < KB) load_s(s, s);
     if constexpr (!GEMM1) ptx::grid_dependency_wait();
 #pragma unroll
     for (int s = 0; s < kPair; ++s)
@@ -308,6 +322,7 @@ __global__ void __launch_bounds__(kThreads, NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3
     auto group = [&](auto h, auto inside, int kb, auto lv) {
       ptx::cp_async_wait_group<0>();  // k-blocks kb .. kb + kPair - 1 landed (the newest group)
       __syncthreads();  // their stages visible to all; the kPair before them consumed by all warps
+      load_w_group(1 - h.value, kb + kPair, inside);
 #pragma unroll
       for (int i = 0; i < kPair; ++i)
         if (inside.value || kb + kPair + i < KB) load_stage((1 - h.value) * kPair + i, kb + kPair + i, i, inside);
