@@ -8,8 +8,8 @@ Prints the total samples, the samples per opcode (the first word of the SASS, pr
 stripped), the N instructions with the most samples, and, when the page has addresses and
 executed counts, each mbarrier wait with the share of its executions that had to retry
 (barrier_waits). With --regions, the first kernel's instructions are also cut at its first and
-last wgmma and at its setmaxnreg.dealloc (a warp-specialized kernel's producer branch), and
-each piece is printed with its share of the samples and of the executed instructions and its
+last wgmma (or mma.sync) and at its setmaxnreg.dealloc (a warp-specialized kernel's producer
+branch), and each piece is printed with its share of the samples and of the executed instructions and its
 most frequent stall reasons (regions). ncu names its sample columns
 differently across versions, so the sample column is found by name ("Warp Stall Sampling
 (All Samples)", else the first column with "Sampl" in its name); a file without one is
@@ -35,10 +35,22 @@ def main() -> int:
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--regions", action="store_true", help="also the samples and stall reasons per kernel region")
+    ap.add_argument("--kernel", type=int, default=None,
+                    help="read only the N-th (from 0) kernel of a page of several launches")
     args = ap.parse_args()
     with open(args.csv, newline="", errors="replace") as f:
         rows = [r for r in csv.reader(f) if r]
-    header_at = next((i for i, r in enumerate(rows) if any("Source" == c.strip() for c in r)), None)
+    headers = [i for i, r in enumerate(rows) if any("Source" == c.strip() for c in r)]
+    if args.kernel is not None:
+        if not 0 <= args.kernel < len(headers):
+            print(f"{args.csv}: --kernel {args.kernel}: the page has {len(headers)} kernels")
+            return 1
+        # that kernel's lines: from its header to the next launch's "Kernel Name" line or header
+        a = headers[args.kernel]
+        b = next((i for i in range(a + 1, len(rows)) if rows[i][0].startswith("Kernel Name") or i in headers),
+                 len(rows))
+        rows, headers = rows[a:b], [0]
+    header_at = headers[0] if headers else None
     if header_at is None:
         print(f"{args.csv}: no 'Source' column; first lines:")
         for r in rows[:5]:
@@ -81,16 +93,21 @@ def regions(body, header, src, samples):
 
     The regions, in address order: up to the first wgmma (the setup and the first k-block's
     decode), the first to the last wgmma (the k loop), after the last wgmma up to the
-    setmaxnreg.dealloc (the consumers' epilogue), and from there on (the producer). Without a
-    wgmma or a dealloc the missing cuts are left out. Stall reasons are the page's stall_*
+    setmaxnreg.dealloc (the consumers' epilogue), and from there on (the producer). A kernel
+    without wgmma is cut at its first and last mma.sync (HMMA) instead: its setup, its k loops
+    and its epilogue. Without either or a dealloc the missing cuts are left out. Stall reasons are the page's stall_*
     columns (all samples, not the "Not Issued" ones).
     """
     ops = [r[src].strip() for r in body]
     hg = [i for i, o in enumerate(ops) if "HGMMA" in o]
+    mma = "wgmma"
+    if not hg:  # an mma.sync kernel (the fast path, the decode kernels): cut at its HMMAs
+        hg = [i for i, o in enumerate(ops) if re.match(r"(@!?U?P\w+\s+)?HMMA", o)]
+        mma = "mma"
     dealloc = next((i for i, o in enumerate(ops) if "SETMAXREG.DEALLOC" in o), None)
-    cuts = [("to the first wgmma", 0)]
+    cuts = [(f"to the first {mma}", 0)]
     if hg:
-        cuts += [("first to last wgmma", hg[0]), ("after the last wgmma", hg[-1] + 1)]
+        cuts += [(f"first to last {mma}", hg[0]), (f"after the last {mma}", hg[-1] + 1)]
     if dealloc is not None and (not hg or dealloc > hg[-1]):
         cuts.append(("from setmaxnreg.dealloc", dealloc))
     executed = header.index("Instructions Executed") if "Instructions Executed" in header else None

@@ -113,3 +113,39 @@ def test_regions_cut_at_the_wgmmas_and_the_dealloc(tmp_path):
         # the epilogue's 20 samples: wait 15, long_sb 5; "Not Issued" columns are not reasons
         assert got[2].endswith("wait 75%, long_sb 25%"), got[2]
         assert got[1].endswith("wait 86%, long_sb 14%"), got[1]
+
+
+# --regions on an mma.sync kernel (no wgmma): cut at its first and last HMMA, predicated or not.
+MMA_ROWS = [
+    ("0x000", "S2R R0, SR_TID.X", 30, 100, 30, 0, 99),                       # the setup
+    ("0x010", "HMMA.16816.F32.BF16 R8, R12, R16, R8", 20, 200, 20, 0, 99),
+    ("0x020", "PRMT R3, R4, 0x7654, R3", 30, 400, 25, 5, 99),
+    ("0x030", "@P0 HMMA.16816.F32.BF16 R8, R20, R18, R8", 10, 200, 10, 0, 99),
+    ("0x040", "STG.E desc[UR4][R2.64], R8", 10, 100, 0, 10, 99),              # the epilogue
+]
+
+
+def test_regions_cut_an_mma_sync_kernel_at_its_hmmas(tmp_path):
+    lines = script(page(tmp_path / "mma.csv", REGION_HEADER, MMA_ROWS), "--regions").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("regions"))
+    got = [line for line in lines[start + 1:] if line.startswith("  ")]
+    assert [line.split("[")[0].strip() for line in got] == ["to the first mma", "first to last mma",
+                                                             "after the last mma"], got
+    assert [line.split(")")[1].split()[:2] for line in got] == [["30.0%", "10.0%"], ["60.0%", "80.0%"],
+                                                                ["10.0%", "10.0%"]], got
+    assert got[2].endswith("long_sb 100%"), got[2]
+
+
+def test_kernel_picks_one_launch_of_a_page(tmp_path):
+    # a page of two launches: the wgmma kernel, then the mma.sync one
+    path = tmp_path / "two.csv"
+    first = page(tmp_path / "a.csv", REGION_HEADER, REGION_ROWS).read_text()
+    second = page(tmp_path / "b.csv", REGION_HEADER, MMA_ROWS).read_text()
+    path.write_text(first + second)
+    out = script(path, "--kernel", "1", "--regions")
+    assert "5 instructions, 100 samples" in out, out  # MMA_ROWS alone: 30 + 20 + 30 + 10 + 10
+    assert "to the first mma" in out and "wgmma" not in out, out
+    out = script(path, "--kernel", "0", "--regions")
+    assert "8 instructions, 100 samples" in out and "from setmaxnreg.dealloc" in out, out
+    bad = subprocess.run([sys.executable, str(SCRIPT), str(path), "--kernel", "2"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "the page has 2 kernels" in bad.stdout, bad.stdout
