@@ -94,20 +94,25 @@ def regions(body, header, src, samples):
     The regions, in address order: up to the first wgmma (the setup and the first k-block's
     decode), the first to the last wgmma (the k loop), after the last wgmma up to the
     setmaxnreg.dealloc (the consumers' epilogue), and from there on (the producer). A kernel
-    without wgmma is cut at its first and last mma.sync (HMMA) instead: its setup, its k loops
-    and its epilogue. Without either or a dealloc the missing cuts are left out. Stall reasons are the page's stall_*
+    without wgmma (mma.sync: HMMA) is cut where the innermost loop around its first HMMA begins
+    (that loop's head, with its cp.async wait, comes before the first HMMA in address order) and
+    after its last HMMA: its setup, its k loops and its epilogue; without a loop found, at its
+    first HMMA. Without either or a dealloc the missing cuts are left out. Stall reasons are the page's stall_*
     columns (all samples, not the "Not Issued" ones).
     """
     ops = [r[src].strip() for r in body]
     hg = [i for i, o in enumerate(ops) if "HGMMA" in o]
-    mma = "wgmma"
-    if not hg:  # an mma.sync kernel (the fast path, the decode kernels): cut at its HMMAs
-        hg = [i for i, o in enumerate(ops) if re.match(r"(@!?U?P\w+\s+)?HMMA", o)]
-        mma = "mma"
     dealloc = next((i for i, o in enumerate(ops) if "SETMAXREG.DEALLOC" in o), None)
-    cuts = [(f"to the first {mma}", 0)]
+    cuts = [("to the first wgmma", 0)]
     if hg:
-        cuts += [(f"first to last {mma}", hg[0]), (f"after the last {mma}", hg[-1] + 1)]
+        cuts += [("first to last wgmma", hg[0]), ("after the last wgmma", hg[-1] + 1)]
+    else:  # an mma.sync kernel (the fast path, the decode kernels)
+        mma = [i for i, o in enumerate(ops) if re.match(r"(@!?U?P\w+\s+)?HMMA", o)]
+        head = loop_head(body, header, src, mma[0]) if mma else None
+        if mma:
+            cuts = [("to the k loop", 0)] if head is not None else [("to the first mma", 0)]
+            cuts += [("k loop to last mma" if head is not None else "first to last mma",
+                      head if head is not None else mma[0]), ("after the last mma", mma[-1] + 1)]
     if dealloc is not None and (not hg or dealloc > hg[-1]):
         cuts.append(("from setmaxnreg.dealloc", dealloc))
     executed = header.index("Instructions Executed") if "Instructions Executed" in header else None
@@ -123,6 +128,22 @@ def regions(body, header, src, samples):
         reasons = Counter({header[j][len("stall_"):]: sum(number(r[j]) for r in part) for j in stalls})
         why = ", ".join(f"{what} {100 * v / n:.0f}%" for what, v in reasons.most_common(5) if v > 0) if n > 0 else ""
         print(f"  {name:24s} [{a:5d}, {b:5d})  {100 * n / total:5.1f}%  {ex}  {why}")
+
+
+def loop_head(body, header, src, first):
+    """The index of the innermost loop's head around instruction `first`: the highest branch
+    target at or before it of a branch after it; None without an address column or such a branch."""
+    if "Address" not in header:
+        return None
+    addr = header.index("Address")
+    at = {r[addr].strip().lower(): i for i, r in enumerate(body)}
+    heads = []
+    for r in body[first + 1:]:
+        m = re.search(r"\bBRA\s+(?:`\(\.L_x_\d+\)\s+)?(0x[0-9a-f]+)", r[src], re.IGNORECASE)
+        t = at.get(m.group(1).lower()) if m else None
+        if t is not None and t <= first:
+            heads.append(t)
+    return max(heads) if heads else None
 
 
 def barrier_waits(body, src, addr, executed):

@@ -115,25 +115,40 @@ def test_regions_cut_at_the_wgmmas_and_the_dealloc(tmp_path):
         assert got[1].endswith("wait 86%, long_sb 14%"), got[1]
 
 
-# --regions on an mma.sync kernel (no wgmma): cut at its first and last HMMA, predicated or not.
+# --regions on an mma.sync kernel (no wgmma): cut at the head of the loop around its first HMMA
+# (the target of the branch back to it, before the HMMA in address order) and after its last HMMA.
 MMA_ROWS = [
-    ("0x000", "S2R R0, SR_TID.X", 30, 100, 30, 0, 99),                       # the setup
-    ("0x010", "HMMA.16816.F32.BF16 R8, R12, R16, R8", 20, 200, 20, 0, 99),
-    ("0x020", "PRMT R3, R4, 0x7654, R3", 30, 400, 25, 5, 99),
-    ("0x030", "@P0 HMMA.16816.F32.BF16 R8, R20, R18, R8", 10, 200, 10, 0, 99),
-    ("0x040", "STG.E desc[UR4][R2.64], R8", 10, 100, 0, 10, 99),              # the epilogue
+    ("0x000", "S2R R0, SR_TID.X", 20, 100, 20, 0, 99),                       # the setup
+    ("0x010", "BAR.SYNC.DEFER_BLOCKING 0x0", 10, 100, 10, 0, 99),
+    ("0x020", "DEPBAR.LE SB0, 0x0", 5, 100, 5, 0, 99),                       # the k loop's head
+    ("0x030", "PRMT R18, R70, R17, 0x81800100", 25, 300, 0, 25, 99),
+    ("0x040", "HMMA.16816.F32.BF16 R8, R12, R16, R8", 10, 200, 10, 0, 99),
+    ("0x050", "@P0 HMMA.16816.F32.BF16 R8, R20, R18, R8", 10, 200, 10, 0, 99),
+    ("0x060", "@!P0 BRA 0x020", 0, 100, 0, 0, 99),
+    ("0x070", "@!P1 BRA 0x000", 10, 100, 10, 0, 99),                         # the slot loop's branch
+    ("0x080", "STG.E desc[UR4][R2.64], R8", 10, 100, 0, 10, 99),              # the epilogue
 ]
 
 
-def test_regions_cut_an_mma_sync_kernel_at_its_hmmas(tmp_path):
-    lines = script(page(tmp_path / "mma.csv", REGION_HEADER, MMA_ROWS), "--regions").splitlines()
+def mma_regions(tmp_path, rows):
+    lines = script(page(tmp_path / "mma.csv", REGION_HEADER, rows), "--regions").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("regions"))
-    got = [line for line in lines[start + 1:] if line.startswith("  ")]
+    return [line for line in lines[start + 1:] if line.startswith("  ")]
+
+
+def test_regions_cut_an_mma_sync_kernel_at_its_k_loop(tmp_path):
+    got = mma_regions(tmp_path, MMA_ROWS)
+    assert [line.split("[")[0].strip() for line in got] == ["to the k loop", "k loop to last mma",
+                                                             "after the last mma"], got
+    # 100 samples, 1300 executed: setup 30 / 200, loop 50 / 800, after 20 / 300
+    assert [line.split(")")[1].split()[:2] for line in got] == [["30.0%", "15.4%"], ["50.0%", "61.5%"],
+                                                                ["20.0%", "23.1%"]], got
+    assert got[1].endswith("long_sb 50%, wait 50%") or got[1].endswith("wait 50%, long_sb 50%"), got[1]
+    # without the branches back: cut at the first HMMA
+    no_loop = [r for r in MMA_ROWS if "BRA" not in r[1]]
+    got = mma_regions(tmp_path, no_loop)
     assert [line.split("[")[0].strip() for line in got] == ["to the first mma", "first to last mma",
                                                              "after the last mma"], got
-    assert [line.split(")")[1].split()[:2] for line in got] == [["30.0%", "10.0%"], ["60.0%", "80.0%"],
-                                                                ["10.0%", "10.0%"]], got
-    assert got[2].endswith("long_sb 100%"), got[2]
 
 
 def test_kernel_picks_one_launch_of_a_page(tmp_path):
@@ -143,8 +158,8 @@ def test_kernel_picks_one_launch_of_a_page(tmp_path):
     second = page(tmp_path / "b.csv", REGION_HEADER, MMA_ROWS).read_text()
     path.write_text(first + second)
     out = script(path, "--kernel", "1", "--regions")
-    assert "5 instructions, 100 samples" in out, out  # MMA_ROWS alone: 30 + 20 + 30 + 10 + 10
-    assert "to the first mma" in out and "wgmma" not in out, out
+    assert "9 instructions, 100 samples" in out, out  # MMA_ROWS alone
+    assert "to the k loop" in out and "wgmma" not in out, out
     out = script(path, "--kernel", "0", "--regions")
     assert "8 instructions, 100 samples" in out and "from setmaxnreg.dealloc" in out, out
     bad = subprocess.run([sys.executable, str(SCRIPT), str(path), "--kernel", "2"], capture_output=True, text=True)
