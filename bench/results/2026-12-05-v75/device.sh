@@ -22,7 +22,7 @@ source scripts/device_lib.sh
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$gpu" in *H200*) card=h200 ;; *H100*) card=h100 ;; *) card=gpu ;; esac
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-tag="$(date +%F)-$card-${SESSION:-v77}"
+tag="$(date +%F)-$card-${SESSION:-v78}"
 table_cli() {
   if [ "${TABLE:-lw}" = lw ]; then
     [ -x .carry/bin/fp4moe_lw ] || unxz .carry/lw/cli.xz .carry/bin/fp4moe_lw || return 1
