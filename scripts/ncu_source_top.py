@@ -7,10 +7,11 @@
 Prints the total samples, the samples per opcode (the first word of the SASS, predicate
 stripped), the N instructions with the most samples, and, when the page has addresses and
 executed counts, each mbarrier wait with the share of its executions that had to retry
-(barrier_waits). With --regions, the first kernel's instructions are also cut at its first and
-last wgmma (or mma.sync) and at its setmaxnreg.dealloc (a warp-specialized kernel's producer
-branch), and each piece is printed with its share of the samples and of the executed instructions and its
-most frequent stall reasons (regions). ncu names its sample columns
+(barrier_waits). --kernel N reads only the N-th launch of a page of several. With --regions,
+the first kernel's instructions are also cut at its first and last wgmma (an mma.sync kernel:
+at its k loop's head and its last HMMA) and at its setmaxnreg.dealloc (a warp-specialized
+kernel's producer branch), and each piece is printed with its share of the samples and of the
+executed instructions and its most frequent stall reasons (regions). ncu names its sample columns
 differently across versions, so the sample column is found by name ("Warp Stall Sampling
 (All Samples)", else the first column with "Sampl" in its name); a file without one is
 described instead of guessed at.
@@ -21,6 +22,11 @@ import math
 import re
 import sys
 from collections import Counter
+
+# A SASS line's predicate ("@P0 ", "@!UPT "), and a branch's target address (group 1), with
+# ptxas's label before it where ncu prints one.
+PREDICATE = r"@!?U?P[0-9T]\s+"
+BRA_TARGET = r"BRA\s+(?:`\(\.L_x_\d+\)\s+)?(0x[0-9a-f]+)"
 
 
 def number(text):
@@ -45,11 +51,8 @@ def main() -> int:
         if not 0 <= args.kernel < len(headers):
             print(f"{args.csv}: --kernel {args.kernel}: the page has {len(headers)} kernels")
             return 1
-        # that kernel's lines: from its header to the next launch's "Kernel Name" line or header
         a = headers[args.kernel]
-        b = next((i for i in range(a + 1, len(rows)) if rows[i][0].startswith("Kernel Name") or i in headers),
-                 len(rows))
-        rows, headers = rows[a:b], [0]
+        rows, headers = rows[a:launch_end(rows, a)], [0]
     header_at = headers[0] if headers else None
     if header_at is None:
         print(f"{args.csv}: no 'Source' column; first lines:")
@@ -71,7 +74,7 @@ def main() -> int:
         return 0
     by_op = Counter()
     for r in body:
-        op = re.sub(r"^@!?U?P[0-9T]\s+", "", r[src].strip()).split(" ")[0]
+        op = re.sub("^" + PREDICATE, "", r[src].strip()).split(" ")[0]
         by_op[op] += number(r[samples])
     print("per opcode:", ", ".join(f"{op} {100 * n / total:.1f}%" for op, n in by_op.most_common(12)))
     addr = header.index("Address") if "Address" in header else None
@@ -82,10 +85,15 @@ def main() -> int:
         barrier_waits(body, src, addr, header.index("Instructions Executed"))
     if args.regions:
         # The first kernel only: a page of several launches repeats "Kernel Name" and the header.
-        end = next((i for i in range(header_at + 1, len(rows)) if rows[i][0].startswith("Kernel Name")), len(rows))
-        first = [r for r in rows[header_at + 1:end] if len(r) > max(src, samples)]
+        first = [r for r in rows[header_at + 1:launch_end(rows, header_at)] if len(r) > max(src, samples)]
         regions(first, header, src, samples)
     return 0
+
+
+def launch_end(rows, header_at):
+    """Where the launch whose header line is rows[header_at] ends: at the next launch's
+    "Kernel Name" line (a page of several launches repeats it and the header), or the page's end."""
+    return next((i for i in range(header_at + 1, len(rows)) if rows[i][0].startswith("Kernel Name")), len(rows))
 
 
 def regions(body, header, src, samples):
@@ -97,8 +105,8 @@ def regions(body, header, src, samples):
     without wgmma (mma.sync: HMMA) is cut where the innermost loop around its first HMMA begins
     (that loop's head, with its cp.async wait, comes before the first HMMA in address order) and
     after its last HMMA: its setup, its k loops and its epilogue; without a loop found, at its
-    first HMMA. Without either or a dealloc the missing cuts are left out. Stall reasons are the page's stall_*
-    columns (all samples, not the "Not Issued" ones).
+    first HMMA. Without either or a dealloc the missing cuts are left out. Stall reasons are the
+    page's stall_* columns (all samples, not the "Not Issued" ones).
     """
     ops = [r[src].strip() for r in body]
     hg = [i for i, o in enumerate(ops) if "HGMMA" in o]
@@ -107,12 +115,14 @@ def regions(body, header, src, samples):
     if hg:
         cuts += [("first to last wgmma", hg[0]), ("after the last wgmma", hg[-1] + 1)]
     else:  # an mma.sync kernel (the fast path, the decode kernels)
-        mma = [i for i, o in enumerate(ops) if re.match(r"(@!?U?P\w+\s+)?HMMA", o)]
-        head = loop_head(body, header, src, mma[0]) if mma else None
+        mma = [i for i, o in enumerate(ops) if re.match(f"({PREDICATE})?HMMA", o)]
         if mma:
-            cuts = [("to the k loop", 0)] if head is not None else [("to the first mma", 0)]
-            cuts += [("k loop to last mma" if head is not None else "first to last mma",
-                      head if head is not None else mma[0]), ("after the last mma", mma[-1] + 1)]
+            head = loop_head(body, header, src, mma[0])
+            if head is None:
+                cuts = [("to the first mma", 0), ("first to last mma", mma[0])]
+            else:
+                cuts = [("to the k loop", 0), ("k loop to last mma", head)]
+            cuts.append(("after the last mma", mma[-1] + 1))
     if dealloc is not None and (not hg or dealloc > hg[-1]):
         cuts.append(("from setmaxnreg.dealloc", dealloc))
     executed = header.index("Instructions Executed") if "Instructions Executed" in header else None
@@ -139,7 +149,7 @@ def loop_head(body, header, src, first):
     at = {r[addr].strip().lower(): i for i, r in enumerate(body)}
     heads = []
     for r in body[first + 1:]:
-        m = re.search(r"\bBRA\s+(?:`\(\.L_x_\d+\)\s+)?(0x[0-9a-f]+)", r[src], re.IGNORECASE)
+        m = re.search(r"\b" + BRA_TARGET, r[src], re.IGNORECASE)
         t = at.get(m.group(1).lower()) if m else None
         if t is not None and t <= first:
             heads.append(t)
@@ -161,7 +171,7 @@ def barrier_waits(body, src, addr, executed):
         if "TRYWAIT" not in r[src]:
             continue
         nxt = body[i + 1][src].strip()
-        m = re.match(r"@!P\d\s+BRA\s+(?:`\(\.L_x_\d+\)\s+)?(0x[0-9a-f]+)", nxt)
+        m = re.match(r"@!P\d\s+" + BRA_TARGET, nxt)
         if not m or m.group(1).lower() not in at:
             continue
         j = at[m.group(1).lower()]
