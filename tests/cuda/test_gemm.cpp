@@ -619,7 +619,7 @@ std::vector<Spec> specs() {
   v.push_back({"large_w4a4_batched", 192, 112, 3, WeightFormat::nvfp4, true, Activation::silu, false, {80, 0, 45},
                true, 27, false, true});
   // Fewer than 64 rows per active expert (from 16 NVFP4, 22 MXFP4): rsws4 runs width split
-  // (Sm90Config::narrow_width; CudaGemmSm90.WidthSplitAtEveryWidth forces each width). Counts
+  // (Sm90Config::narrow_width; Narrow/CudaGemmSm90Widths.WidthSplitAtEveryWidth forces each width). Counts
   // on both sides of each narrow width and of 64 (65 = a full tile and a narrow one of 1);
   // H = 320 and I = 144: a partial last k-block in both GEMMs, 2I = 288 a partial row tile.
   v.push_back({"narrow_nvfp4", 320, 144, 8, WeightFormat::nvfp4, false, Activation::silu, false,
@@ -1881,14 +1881,25 @@ std::pair<Gemm1Out, std::vector<uint8_t>> run_sm90_gemms(const Spec& spec, const
 // against the host (check_problem: every covered element, nothing written outside the
 // outputs, the same bytes twice) on one CTA per SM and on 3 CTAs that walk many units each;
 // and, bit for bit, what the same kernels compute at width 8 (no width split): a narrower
-// wgmma computes each token's column as the full one does.
-TEST(CudaGemmSm90, WidthSplitAtEveryWidth) {
+// wgmma computes each token's column as the full one does. One test per narrow_* case, so that
+// a sanitizer run can take them one at a time.
+std::vector<int> narrow_spec_indices() {
+  std::vector<int> v;
+  const std::vector<Spec> all = specs();
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].name.rfind("narrow_", 0) == 0) v.push_back(int(i));
+  return v;
+}
+
+TEST(CudaGemmSm90, NarrowCasesCount) { EXPECT_EQ(narrow_spec_indices().size(), 6u); }
+
+class CudaGemmSm90Widths : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaGemmSm90Widths, WidthSplitAtEveryWidth) {
   SKIP_WITHOUT_GPU();
   if (const std::string why = why_no_sm90(0); !why.empty()) GTEST_SKIP() << "no wgmma kernels here: " << why;
-  int cases = 0;
-  for (const Spec& spec : specs()) {
-    if (spec.name.rfind("narrow_", 0) != 0) continue;
-    ++cases;
+  {
+    const Spec spec = specs()[size_t(GetParam())];  // a copy: specs() returns by value
     SCOPED_TRACE(describe(spec));
     const Problem p = make_problem(spec);
     const auto dw = upload_weights(p.w, 0);
@@ -1938,8 +1949,10 @@ TEST(CudaGemmSm90, WidthSplitAtEveryWidth) {
         }
     }
   }
-  EXPECT_EQ(cases, 6);
 }
+
+INSTANTIATE_TEST_SUITE_P(Narrow, CudaGemmSm90Widths, ::testing::ValuesIn(narrow_spec_indices()),
+                         [](const auto& info) { return specs()[size_t(info.param)].name; });
 
 // Sets the split's wide width (set_sm90_wide_width) for its lifetime, then restores the default.
 class WideWidthScope {
