@@ -1,6 +1,7 @@
 // The probes' CUDA error check: CK(call) prints the call, its file and line and the error, and
-// exits (a probe has nothing to recover). Included by each probe in this folder; nvcc finds it
-// beside the probe, so each still builds with nvcc alone.
+// exits (a probe has nothing to recover); and ld_stream, the 16-byte streaming load of the
+// probes that read weights. Included by each probe in this folder; nvcc finds it beside the
+// probe, so each still builds with nvcc alone.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,3 +17,12 @@
       std::exit(1);                                                                           \
     }                                                                                         \
   } while (0)
+
+// A 16-byte global load that does not allocate in L1 (how the kernels stream weights).
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}

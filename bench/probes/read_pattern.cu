@@ -31,14 +31,6 @@
 
 constexpr int kBlockBytes = 512;
 
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // Plain streaming read: grid-stride, 8 independent 16-byte loads per thread in flight.
 __global__ void seq_read(const uint4* __restrict__ buf, int64_t n16, uint32_t* sink) {
   uint32_t acc = 0;

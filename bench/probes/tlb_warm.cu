@@ -29,14 +29,6 @@
 
 #include "probe_check.cuh"
 
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // CTA c reads 16-byte words [c * per_cta, (c + 1) * per_cta) of buf (n16 in all).
 __global__ void __launch_bounds__(256) chunk_read(const uint4* __restrict__ buf, int64_t n16, int64_t per_cta,
                                                   uint32_t* sink) {
