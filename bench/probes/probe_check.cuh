@@ -1,7 +1,7 @@
 // The probes' CUDA error check: CK(call) prints the call, its file and line and the error, and
-// exits (a probe has nothing to recover); and ld_stream, the 16-byte streaming load of the
-// probes that read weights. Included by each probe in this folder; nvcc finds it beside the
-// probe, so each still builds with nvcc alone.
+// exits (a probe has nothing to recover); ld_stream, the 16-byte streaming load of the probes
+// that read weights; and Timer, an event pair around launches. Included by each probe in this
+// folder; nvcc finds it beside the probe, so each still builds with nvcc alone.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,3 +26,19 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
                : "l"(p));
   return v;
 }
+
+// Two events: record a before the launches and b after them; us() waits for b and returns the
+// microseconds between the two.
+struct Timer {
+  cudaEvent_t a, b;
+  Timer() {
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+  }
+  float us() {
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    return ms * 1000.0f;
+  }
+};

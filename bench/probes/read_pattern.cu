@@ -153,11 +153,6 @@ __global__ void bulk_slices(const uint8_t* __restrict__ buf, int R, int KB, int 
   else if (acc == 0x9e3779b9u) sink[lane] = acc;
 }
 
-struct Timer {
-  cudaEvent_t a, b;
-  Timer() { CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b)); }
-};
-
 int main(int argc, char** argv) {
   const int R = argc > 1 ? std::atoi(argv[1]) : 2048;  // row tiles (kimi-k2 GEMM 1, 8 experts)
   const int KB = argc > 2 ? std::atoi(argv[2]) : 112;  // k-blocks (K = 7168)
@@ -175,20 +170,18 @@ int main(int argc, char** argv) {
   Timer t;
   int turn = 0;
   auto time_it = [&](auto&& launch) {
-    std::vector<float> ms;
+    std::vector<float> us;
     for (int i = 0; i < 3 + 15; ++i) {
       const uint4* b = bufs[turn++ % copies];
       CK(cudaEventRecord(t.a));
       launch(b);
       CK(cudaGetLastError());
       CK(cudaEventRecord(t.b));
-      CK(cudaEventSynchronize(t.b));
-      float m = 0;
-      CK(cudaEventElapsedTime(&m, t.a, t.b));
-      if (i >= 3) ms.push_back(m);
+      const float u = t.us();
+      if (i >= 3) us.push_back(u);
     }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2] * 1e-3;
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2] * 1e-6;
   };
   std::printf("buffer %.1f MB (R %d row tiles x KB %d k-blocks x 512 B), %d SMs\n", bytes / 1e6, R, KB, sms);
   {
