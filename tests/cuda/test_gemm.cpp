@@ -1898,56 +1898,54 @@ class CudaGemmSm90Widths : public ::testing::TestWithParam<int> {};
 TEST_P(CudaGemmSm90Widths, WidthSplitAtEveryWidth) {
   SKIP_WITHOUT_GPU();
   if (const std::string why = why_no_sm90(0); !why.empty()) GTEST_SKIP() << "no wgmma kernels here: " << why;
-  {
-    const Spec spec = specs()[size_t(GetParam())];  // a copy: specs() returns by value
-    SCOPED_TRACE(describe(spec));
-    const Problem p = make_problem(spec);
-    const auto dw = upload_weights(p.w, 0);
-    // Both GEMMs at `width` on `ctas` CTAs.
-    auto run = [&](int width, int ctas) {
-      const NarrowWidthScope widths(width, ctas);
-      return run_sm90_gemms(spec, p, *dw);
-    };
-    for (const Sm90Kernel kernel : {Sm90Kernel::automatic, Sm90Kernel::split}) {
-      SCOPED_TRACE(kernel == Sm90Kernel::split ? "split" : "rsws4");
-      const Sm90KernelScope scope(kernel);
-      for (const bool gemm1 : {true, false}) {
-        const Sm90Config c = choose_sm90_config({.rows_bound = p.rows_bound,
-                                                 .num_experts = spec.E,
-                                                 .N = int(gemm1 ? 2 * spec.I : spec.H),
-                                                 .K = int(gemm1 ? spec.H : spec.I),
-                                                 .block = detail::weight_block(spec.wf)});
-        ASSERT_EQ(sm90_kernel_for(c), kernel == Sm90Kernel::split ? Sm90Kernel::split : Sm90Kernel::rsws4) << c.why;
-      }
-      int64_t before = sm90_width_split_launches();
-      const auto [base1, base2] = run(8, 0);
-      EXPECT_EQ(sm90_width_split_launches() - before, 0) << "width 8: no width split";
-      for (int w = kMinNarrowWidth; w <= kMaxNarrowWidth; ++w)
-        for (const int ctas : {0, 3}) {
-          SCOPED_TRACE("width " + std::to_string(w) + ", grid limit " + std::to_string(ctas));
-          before = sm90_width_split_launches();
-          const auto [o1, y] = run(w, ctas);
-          EXPECT_EQ(sm90_width_split_launches() - before, 2) << "both GEMMs width split";
-          EXPECT_TRUE(o1.h == base1.h) << "h_bf16 differs from width 8's";
-          EXPECT_TRUE(o1.fp4 == base1.fp4 && o1.scale == base1.scale) << "NVFP4 h differs from width 8's";
-          EXPECT_TRUE(y == base2) << "y differs from width 8's";
-          const NarrowWidthScope widths(w, ctas);
-          check_problem(spec, GemmPath::sm90);
-          if (kernel == Sm90Kernel::split) continue;
-          // rsws4's fold: unfolded (1), the least fold and the most (8: as many as 64 rows need).
-          for (const int fold : {1, 2, 8}) {
-            SCOPED_TRACE("fold " + std::to_string(fold));
-            const NarrowFoldScope folds(fold);
-            const int64_t folded = sm90_folded_launches();
-            const auto [f1, fy] = run(w, ctas);
-            EXPECT_EQ(sm90_folded_launches() - folded, fold > 1 ? 2 : 0) << "both GEMMs folded or neither";
-            EXPECT_TRUE(f1.h == base1.h) << "h_bf16 differs from width 8's";
-            EXPECT_TRUE(f1.fp4 == base1.fp4 && f1.scale == base1.scale) << "NVFP4 h differs from width 8's";
-            EXPECT_TRUE(fy == base2) << "y differs from width 8's";
-            if (fold == 8) check_problem(spec, GemmPath::sm90);
-          }
-        }
+  const Spec spec = specs()[size_t(GetParam())];  // a copy: specs() returns by value
+  SCOPED_TRACE(describe(spec));
+  const Problem p = make_problem(spec);
+  const auto dw = upload_weights(p.w, 0);
+  // Both GEMMs at `width` on `ctas` CTAs.
+  auto run = [&](int width, int ctas) {
+    const NarrowWidthScope widths(width, ctas);
+    return run_sm90_gemms(spec, p, *dw);
+  };
+  for (const Sm90Kernel kernel : {Sm90Kernel::automatic, Sm90Kernel::split}) {
+    SCOPED_TRACE(kernel == Sm90Kernel::split ? "split" : "rsws4");
+    const Sm90KernelScope scope(kernel);
+    for (const bool gemm1 : {true, false}) {
+      const Sm90Config c = choose_sm90_config({.rows_bound = p.rows_bound,
+                                               .num_experts = spec.E,
+                                               .N = int(gemm1 ? 2 * spec.I : spec.H),
+                                               .K = int(gemm1 ? spec.H : spec.I),
+                                               .block = detail::weight_block(spec.wf)});
+      ASSERT_EQ(sm90_kernel_for(c), kernel == Sm90Kernel::split ? Sm90Kernel::split : Sm90Kernel::rsws4) << c.why;
     }
+    int64_t before = sm90_width_split_launches();
+    const auto [base1, base2] = run(8, 0);
+    EXPECT_EQ(sm90_width_split_launches() - before, 0) << "width 8: no width split";
+    for (int w = kMinNarrowWidth; w <= kMaxNarrowWidth; ++w)
+      for (const int ctas : {0, 3}) {
+        SCOPED_TRACE("width " + std::to_string(w) + ", grid limit " + std::to_string(ctas));
+        before = sm90_width_split_launches();
+        const auto [o1, y] = run(w, ctas);
+        EXPECT_EQ(sm90_width_split_launches() - before, 2) << "both GEMMs width split";
+        EXPECT_TRUE(o1.h == base1.h) << "h_bf16 differs from width 8's";
+        EXPECT_TRUE(o1.fp4 == base1.fp4 && o1.scale == base1.scale) << "NVFP4 h differs from width 8's";
+        EXPECT_TRUE(y == base2) << "y differs from width 8's";
+        const NarrowWidthScope widths(w, ctas);
+        check_problem(spec, GemmPath::sm90);
+        if (kernel == Sm90Kernel::split) continue;
+        // rsws4's fold: unfolded (1), the least fold and the most (8: as many as 64 rows need).
+        for (const int fold : {1, 2, 8}) {
+          SCOPED_TRACE("fold " + std::to_string(fold));
+          const NarrowFoldScope folds(fold);
+          const int64_t folded = sm90_folded_launches();
+          const auto [f1, fy] = run(w, ctas);
+          EXPECT_EQ(sm90_folded_launches() - folded, fold > 1 ? 2 : 0) << "both GEMMs folded or neither";
+          EXPECT_TRUE(f1.h == base1.h) << "h_bf16 differs from width 8's";
+          EXPECT_TRUE(f1.fp4 == base1.fp4 && f1.scale == base1.scale) << "NVFP4 h differs from width 8's";
+          EXPECT_TRUE(fy == base2) << "y differs from width 8's";
+          if (fold == 8) check_problem(spec, GemmPath::sm90);
+        }
+      }
   }
 }
 
