@@ -78,8 +78,6 @@ struct Params {
   sm80::Epilogue epi;
 };
 
-// MX: the weights' scales are MX exponents (w.block == 32), known at compile time so that the
-// scale selection of every k-step folds to constants (ptxas recomputed it per k-block).
 // CTAs per SM asked of ptxas: 16-token tiles with bf16 A 5 (at most 102 registers), as they ran
 // before their loops inside K took the live columns as constants (which left them 106-108, 4 CTAs).
 // The sm_100 code of the 24-token tiles with bf16 A asks for 3: at 4 (128 registers) ptxas's
@@ -92,6 +90,8 @@ constexpr int min_ctas_per_sm() {
   return NT == 4 ? 2 : (A_FP4 && NT >= 2) ? 3 : NT == 2 ? 5 : 4;
 }
 
+// MX: the weights' scales are MX exponents (w.block == 32), known at compile time so that the
+// scale selection of every k-step folds to constants (ptxas recomputed it per k-block).
 template <int NT, bool A_FP4, bool GEMM1, bool MX>
 __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_grouped_gemm(const Params p) {
   using T = Tile<NT, A_FP4>;
