@@ -143,9 +143,7 @@ int main() {
   const int smem = kStages * kChunk;
   CK(cudaFuncSetAttribute(read_cpasync, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   CK(cudaFuncSetAttribute(read_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  Timer t;
   std::printf("%-8s %10s %6s %6s %8s\n", "mode", "region", "spread", "cta/sm", "TB/s");
   const char* names[] = {"cpasync", "ldg", "bulk"};
   struct Config {
@@ -167,20 +165,16 @@ int main() {
         };
         launch();  // warms L2 with the region (and the code)
         CK(cudaGetLastError());
-        std::vector<float> ms;
+        std::vector<float> us;
         for (int r = 0; r < 5; ++r) {
-          CK(cudaEventRecord(e0));
+          CK(cudaEventRecord(t.a));
           launch();
-          CK(cudaEventRecord(e1));
-          CK(cudaEventSynchronize(e1));
-          float t = 0;
-          CK(cudaEventElapsedTime(&t, e0, e1));
-          ms.push_back(t);
+          CK(cudaEventRecord(t.b));
+          us.push_back(t.us());
         }
-        std::sort(ms.begin(), ms.end());
         const double bytes = double(grid) * iters * kChunk;
         std::printf("%-8s %8.0fMB %6d %6d %8.2f\n", names[mode], region / 1048576.0, cf.spread, per_sm,
-                    bytes / (ms[2] * 1e-3) / 1e12);
+                    bytes / (median(us) * 1e-6) / 1e12);
       }
   }
   CK(cudaDeviceSynchronize());

@@ -38,8 +38,7 @@ double ns_per_call(const std::function<void()>& f) {
     const auto t1 = std::chrono::steady_clock::now();
     r.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kCalls);
   }
-  std::sort(r.begin(), r.end());
-  return r[r.size() / 2];
+  return median(r);
 }
 
 int main() {

@@ -1,13 +1,15 @@
 // The probes' CUDA error check: CK(call) prints the call, its file and line and the error, and
 // exits (a probe has nothing to recover); ld_stream, the 16-byte streaming load of the probes
-// that read weights; and Timer, an event pair around launches. Included by each probe in this
-// folder; nvcc finds it beside the probe, so each still builds with nvcc alone.
+// that read weights; Timer, an event pair around launches; and median. Included by each probe in
+// this folder; nvcc finds it beside the probe, so each still builds with nvcc alone.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #define CK(x)                                                                                 \
   do {                                                                                        \
@@ -42,3 +44,10 @@ struct Timer {
     return ms * 1000.0f;
   }
 };
+
+// The middle value of v (the upper one of an even count).
+template <typename T>
+T median(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}

@@ -180,8 +180,7 @@ int main(int argc, char** argv) {
       const float u = t.us();
       if (i >= 3) us.push_back(u);
     }
-    std::sort(us.begin(), us.end());
-    return us[us.size() / 2] * 1e-6;
+    return median(us) * 1e-6;
   };
   std::printf("buffer %.1f MB (R %d row tiles x KB %d k-blocks x 512 B), %d SMs\n", bytes / 1e6, R, KB, sms);
   {

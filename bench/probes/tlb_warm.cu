@@ -56,11 +56,6 @@ __global__ void touch(const uint8_t* __restrict__ base, int64_t bytes, int64_t s
   if (v == 0x9E3779B9u) sink[1] = v;
 }
 
-float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 int main(int argc, char** argv) {
   const int64_t pool_gb = argc > 1 ? std::atoll(argv[1]) : 48;
   const int trials = argc > 2 ? std::atoi(argv[2]) : 41;
