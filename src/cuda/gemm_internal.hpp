@@ -205,6 +205,25 @@ FP4MOE_HD uint32_t frag_word_load(uint32_t stored) {
 // 1 and 3 of each selector at the table's bytes 4-7; a kernel may pass it in a register too.
 inline constexpr uint32_t kFragDecodeLow = 0xC0408000u;
 inline constexpr uint32_t kFragHighTable = 0x40404040u;
+// A selector register's upper 16 bits moved down, for PRMT (which reads bits 0-15 only). By
+// default a shift (the ALU pipe). With kHighByF16 (device code only), an f16x2 multiply of the
+// upper half, broadcast by the operand selector (.H1_H1), by one: the FMA pipe, which issues
+// ~0.8 a cycle where the ALU pipe issues ~0.5 (v61's alu_probe). Exact: a selector's upper half
+// is 0b01dd'00dd'01dd'00dd for the default high_table, an f16 of exponent 16-28, normal, so
+// x * 1 + (-0) is x.
+template <bool kHighByF16>
+FP4MOE_HD uint32_t selector_high(uint32_t sel) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (kHighByF16) {
+    uint32_t b, d;
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %1;\nmov.b32 %0, {h, h};\n}\n" : "=r"(b) : "r"(sel));
+    asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(b), "r"(0x3C003C00u), "r"(0x80008000u));
+    return d;
+  }
+#endif
+  return sel >> 16;
+}
+template <bool kHighByF16 = false>
 FP4MOE_HD void frag_decode_word(uint32_t q, uint32_t (&a)[4], uint32_t kLow = kFragDecodeLow,
                                 uint32_t high_table = kFragHighTable) {
   constexpr uint32_t kHigh = 0x81800100u;  // bytes 4-7: index 4 + (s, e1) -> s << 7 | e1
@@ -212,9 +231,9 @@ FP4MOE_HD void frag_decode_word(uint32_t q, uint32_t (&a)[4], uint32_t kLow = kF
   const uint32_t sel01 = and_or(q, kSelBits, high_table);        // a_0: bits 0-15, a_1: bits 16-31
   const uint32_t sel23 = and_or(q >> 2, kSelBits, high_table);   // a_2, a_3
   a[0] = byte_perm(kLow, kHigh, sel01);
-  a[1] = byte_perm(kLow, kHigh, sel01 >> 16);
+  a[1] = byte_perm(kLow, kHigh, selector_high<kHighByF16>(sel01));
   a[2] = byte_perm(kLow, kHigh, sel23);
-  a[3] = byte_perm(kLow, kHigh, sel23 >> 16);
+  a[3] = byte_perm(kLow, kHigh, selector_high<kHighByF16>(sel23));
 }
 // Byte index of the scale of (expert e, device row n, k).
 FP4MOE_HD int64_t frag_scale(int64_t e, int64_t n, int64_t k, int N, int Kp, int block) {
