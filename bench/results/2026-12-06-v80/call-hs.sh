@@ -10,10 +10,15 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | te
 unxz .carry/lw/cli.xz .carry/bin/fp4moe_main || exit 1
 unxz .carry/hs/cli.xz .carry/bin/fp4moe_hs || exit 1
 unxz .carry/hs/tests.xz .carry/bin/fp4moe_tests || exit 1
-filter_tests "${TESTS:-CudaGemmSm80Tiles/*:CudaGemmDecodeSplitCounts/*:CudaGemmLayout.*}" gemm-tests ${TESTS_S:-150} | tee "$OUT/tests-summary.txt"
+[ "${TESTS:-}" != none ] &&
+  filter_tests "${TESTS:-CudaGemmSm80Tiles/*:CudaGemmDecodeSplitCounts/*:CudaGemmLayout.*}" gemm-tests ${TESTS_S:-150} | tee "$OUT/tests-summary.txt"
+# What has run so far, every 20 s, in case the call is cut short (at most 8 files come back).
+( while sleep 20; do (cd "$OUT" && tar czf ab-partial.tgz ab clocks.csv 2>/dev/null); done ) &
+partial_pid=$!
 clocks_start 200
 ab_rounds_by_point ${AB_START:-430} ${AB_STOP:-520} "main hs" "${SPECS:-kimi-k2:w4a16:8 deepseek-v3:w4a16:128 kimi-k2:w4a16:1 qwen3-30b:w4a16:32}"
 clocks_stop
+kill $partial_pid
 ab_report main | tee "$OUT/ab-summary.txt"
 python3 - "$OUT/clocks.csv" <<'PY' | tee -a "$OUT/ab-summary.txt"
 import sys, statistics
