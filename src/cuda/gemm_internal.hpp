@@ -199,27 +199,22 @@ FP4MOE_HD uint32_t frag_word_load(uint32_t stored) {
 // (mantissa, exponent low) = stored bits 1-0, the high byte on (sign, exponent high) = stored
 // bits 3-2: two 4-entry tables in one 8-byte PRMT table, indexed by selector nibbles that the
 // memory layout (frag_word_store) already holds in place: per 8 values 4 PRMT, 2 LOP3 and 3
-// shifts. (The shifts as IMAD.HI on the FMA pipe measured 5-12% slower at every T.)
+// shifts, or with kHighByF16 1 shift and 2 f16 multiplies (selector_high). (The shifts as
+// IMAD.HI on the FMA pipe measured 5-12% slower at every T; as HMUL2, which issues at ~0.8 a
+// cycle where the ALU pipe issues ~0.5, 4.9-5.8% faster on the H200 under its power cap, v80.)
 // kFragDecodeLow: the table's bytes 0-3 (index (m, e0) -> e0 << 7 | m << 6). The kernels pass
 // it in one register (sm80::decode_table). kFragHighTable: the selector bits that point nibbles
 // 1 and 3 of each selector at the table's bytes 4-7; a kernel may pass it in a register too.
 inline constexpr uint32_t kFragDecodeLow = 0xC0408000u;
 inline constexpr uint32_t kFragHighTable = 0x40404040u;
-// A selector register's upper 16 bits moved down, for PRMT (which reads bits 0-15 only). By
-// default a shift (the ALU pipe). With kHighByF16 (device code only), an f16x2 multiply of the
-// upper half, broadcast by the operand selector (.H1_H1), by one: the FMA pipe, which issues
-// ~0.8 a cycle where the ALU pipe issues ~0.5 (v61's alu_probe). Exact: a selector's upper half
-// is 0b01dd'00dd'01dd'00dd for the default high_table, an f16 of exponent 16-28, normal, so
-// x * 1 + (-0) is x.
+// A selector register's upper 16 bits moved down, for PRMT (which reads bits 0-15 only): by a
+// shift (the ALU pipe), or with kHighByF16 in device code by an f16 multiply
+// (ptx::high_half_by_f16_mul, the FMA pipe). Exact: with kFragHighTable, a selector's upper half
+// is 0b01dd'00dd'01dd'00dd, an f16 of exponent field 16-28, normal.
 template <bool kHighByF16>
 FP4MOE_HD uint32_t selector_high(uint32_t sel) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (kHighByF16) {
-    uint32_t b, d;
-    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %1;\nmov.b32 %0, {h, h};\n}\n" : "=r"(b) : "r"(sel));
-    asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(b), "r"(0x3C003C00u), "r"(0x80008000u));
-    return d;
-  }
+  if constexpr (kHighByF16) return ptx::high_half_by_f16_mul(sel);
 #endif
   return sel >> 16;
 }
