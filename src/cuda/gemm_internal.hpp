@@ -199,12 +199,26 @@ FP4MOE_HD uint32_t frag_word_load(uint32_t stored) {
 // (mantissa, exponent low) = stored bits 1-0, the high byte on (sign, exponent high) = stored
 // bits 3-2: two 4-entry tables in one 8-byte PRMT table, indexed by selector nibbles that the
 // memory layout (frag_word_store) already holds in place: per 8 values 4 PRMT, 2 LOP3 and 3
-// shifts. (The shifts as IMAD.HI on the FMA pipe measured 5-12% slower at every T.)
+// shifts, or with kHighByF16 1 shift and 2 f16 multiplies (selector_high). (The shifts as
+// IMAD.HI on the FMA pipe measured 5-12% slower at every T; as HMUL2, which issues at ~0.8 a
+// cycle where the ALU pipe issues ~0.5, 4.9-5.8% faster on the H200 under its power cap, v80.)
 // kFragDecodeLow: the table's bytes 0-3 (index (m, e0) -> e0 << 7 | m << 6). The kernels pass
 // it in one register (sm80::decode_table). kFragHighTable: the selector bits that point nibbles
 // 1 and 3 of each selector at the table's bytes 4-7; a kernel may pass it in a register too.
 inline constexpr uint32_t kFragDecodeLow = 0xC0408000u;
 inline constexpr uint32_t kFragHighTable = 0x40404040u;
+// A selector register's upper 16 bits moved down, for PRMT (which reads bits 0-15 only): by a
+// shift (the ALU pipe), or with kHighByF16 in device code by an f16 multiply
+// (ptx::high_half_by_f16_mul, the FMA pipe). Exact: with kFragHighTable, a selector's upper half
+// is 0b01dd'00dd'01dd'00dd, an f16 of exponent field 16-28, normal.
+template <bool kHighByF16>
+FP4MOE_HD uint32_t selector_high(uint32_t sel) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (kHighByF16) return ptx::high_half_by_f16_mul(sel);
+#endif
+  return sel >> 16;
+}
+template <bool kHighByF16 = false>
 FP4MOE_HD void frag_decode_word(uint32_t q, uint32_t (&a)[4], uint32_t kLow = kFragDecodeLow,
                                 uint32_t high_table = kFragHighTable) {
   constexpr uint32_t kHigh = 0x81800100u;  // bytes 4-7: index 4 + (s, e1) -> s << 7 | e1
@@ -212,9 +226,9 @@ FP4MOE_HD void frag_decode_word(uint32_t q, uint32_t (&a)[4], uint32_t kLow = kF
   const uint32_t sel01 = and_or(q, kSelBits, high_table);        // a_0: bits 0-15, a_1: bits 16-31
   const uint32_t sel23 = and_or(q >> 2, kSelBits, high_table);   // a_2, a_3
   a[0] = byte_perm(kLow, kHigh, sel01);
-  a[1] = byte_perm(kLow, kHigh, sel01 >> 16);
+  a[1] = byte_perm(kLow, kHigh, selector_high<kHighByF16>(sel01));
   a[2] = byte_perm(kLow, kHigh, sel23);
-  a[3] = byte_perm(kLow, kHigh, sel23 >> 16);
+  a[3] = byte_perm(kLow, kHigh, selector_high<kHighByF16>(sel23));
 }
 // Byte index of the scale of (expert e, device row n, k).
 FP4MOE_HD int64_t frag_scale(int64_t e, int64_t n, int64_t k, int N, int Kp, int block) {

@@ -114,18 +114,29 @@ __device__ __forceinline__ uint32_t cvt_bf16x2_rn(float lo, float hi) {
   return d;
 }
 
-// a * {s.low, s.low} and a * {s.high, s.high}: the half broadcast is written as PTX moves
-// through .b16 registers, which ptxas folds into the multiply's operand selector (.H0_H0,
-// .H1_H1), so each costs one HMUL2 like mul_bf16x2.
-__device__ __forceinline__ uint32_t mul_bf16x2_low(uint32_t a, uint32_t s) {
+// {s.low, s.low} and {s.high, s.high}, written as PTX moves through .b16 registers, which ptxas
+// folds into the operand selector (.H0_H0, .H1_H1) of the f16x2 / bf16x2 instruction that reads
+// them: no instruction of their own.
+__device__ __forceinline__ uint32_t halves_low(uint32_t s) {
   uint32_t b;
   asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %1;\nmov.b32 %0, {l, l};\n}\n" : "=r"(b) : "r"(s));
-  return mul_bf16x2(a, b);
+  return b;
 }
-__device__ __forceinline__ uint32_t mul_bf16x2_high(uint32_t a, uint32_t s) {
+__device__ __forceinline__ uint32_t halves_high(uint32_t s) {
   uint32_t b;
   asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %1;\nmov.b32 %0, {h, h};\n}\n" : "=r"(b) : "r"(s));
-  return mul_bf16x2(a, b);
+  return b;
+}
+// a * {s.low, s.low} and a * {s.high, s.high}: one HMUL2 each, like mul_bf16x2.
+__device__ __forceinline__ uint32_t mul_bf16x2_low(uint32_t a, uint32_t s) { return mul_bf16x2(a, halves_low(s)); }
+__device__ __forceinline__ uint32_t mul_bf16x2_high(uint32_t a, uint32_t s) { return mul_bf16x2(a, halves_high(s)); }
+// x's upper 16 bits in its lower 16 (and its upper) by an f16x2 multiply of {x.high, x.high} by
+// one: `HMUL2 R, R.H1_H1, 1, 1`, on the FMA pipe where `x >> 16` takes the ALU pipe. Exact when
+// x.high is a finite f16 (a normal or zero, or a subnormal: fma.rn.f16x2 does not flush them).
+__device__ __forceinline__ uint32_t high_half_by_f16_mul(uint32_t x) {
+  uint32_t d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(halves_high(x)), "r"(0x3C003C00u), "r"(0x80008000u));
+  return d;
 }
 
 // Two e2m1 codes, at bits 12-15 and 28-31 of q, as a bf16x2 (low half from bits 12-15)
