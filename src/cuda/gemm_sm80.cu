@@ -75,6 +75,22 @@ __global__ void find_slots_kernel(const int32_t* count, int64_t num_experts, Til
   sm80::find_slot<kTok, kPer>(slot, count, num_experts, int(threadIdx.x % 32), &expert[slot], &tile[slot], span, cut);
 }
 
+// One thread per word: frag_decode_word's four registers of words[i] into out[4 i .. 4 i + 3],
+// the selectors' upper halves moved down by shifts or (kHighByF16) by f16 multiplies.
+template <bool kHighByF16>
+__global__ void frag_decode_words_kernel(const uint32_t* words, int64_t n, uint32_t* out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  uint32_t a[4];
+  frag_decode_word<kHighByF16>(words[i], a);
+  for (int j = 0; j < 4; ++j) out[4 * i + j] = a[j];
+}
+
+__global__ void high_half_by_f16_mul_kernel(const uint32_t* x, int64_t n, uint32_t* out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = ptx::high_half_by_f16_mul(x[i]);
+}
+
 }  // namespace
 
 void find_slots_for_test(const int32_t* count, int64_t num_experts, int tok, int per, TileSpan span, SpanCut cut,
@@ -91,6 +107,23 @@ void find_slots_for_test(const int32_t* count, int64_t num_experts, int tok, int
   constexpr int k8 = sm80::kFindSlotPerLane, k1 = sm80::kSm90FindSlotPerLane;
   if (tok == 8) launch(per == k8 ? find_slots_kernel<8, k8> : find_slots_kernel<8, k1>);
   else launch(per == k8 ? find_slots_kernel<64, k8> : find_slots_kernel<64, k1>);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+void frag_decode_words_for_test(const uint32_t* words, int64_t n, bool high_by_f16, uint32_t* out,
+                                cudaStream_t stream) {
+  if (n < 0) detail::fail_arg("frag_decode_words_for_test: n: got " + std::to_string(n) + ", need >= 0");
+  if (n == 0) return;
+  const dim3 grid(unsigned((n + 255) / 256)), block(256);
+  if (high_by_f16) frag_decode_words_kernel<true><<<grid, block, 0, stream>>>(words, n, out);
+  else frag_decode_words_kernel<false><<<grid, block, 0, stream>>>(words, n, out);
+  FP4MOE_CUDA_CHECK_LAUNCH();
+}
+
+void high_half_by_f16_mul_for_test(const uint32_t* x, int64_t n, uint32_t* out, cudaStream_t stream) {
+  if (n < 0) detail::fail_arg("high_half_by_f16_mul_for_test: n: got " + std::to_string(n) + ", need >= 0");
+  if (n == 0) return;
+  high_half_by_f16_mul_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(x, n, out);
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -2245,6 +2245,59 @@ TEST(CudaGemmLayout, FragmentWordDecodesEveryCode) {
   }
 }
 
+// The table decode on the GPU, with the selectors' upper halves moved down by shifts and by f16
+// multiplies (the mma.sync kernels' sm80::kHighByF16), against the host decode: words with every
+// value of their upper 16 bits (which alone decide a_1, and with zeros a_3), each with four
+// random lower halves, then random words.
+TEST(CudaGemmLayout, FragmentWordDecodesOnTheGpuByEitherHighHalf) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(20261206);
+  std::vector<uint32_t> words;
+  for (uint32_t high = 0; high < 65536; ++high)
+    for (int r = 0; r < 4; ++r) words.push_back(high << 16 | (rng() & 0xFFFFu));
+  for (int r = 0; r < 65536; ++r) words.push_back(rng());
+  const int64_t n = int64_t(words.size());
+  testing::DeviceBuffer d_words(words);
+  for (bool high_by_f16 : {false, true}) {
+    SCOPED_TRACE(high_by_f16 ? "by f16 multiplies" : "by shifts");
+    testing::DeviceBuffer d_out(size_t(n) * 16);  // poisoned (0xFF)
+    frag_decode_words_for_test(d_words.as<uint32_t>(), n, high_by_f16, d_out.as<uint32_t>(), nullptr);
+    ck(cudaDeviceSynchronize(), "frag_decode_words_for_test");
+    const auto got = d_out.download<uint32_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t want[4];
+      frag_decode_word(words[size_t(i)], want);
+      for (int j = 0; j < 4; ++j)
+        ASSERT_EQ(got[size_t(4 * i + j)], want[j]) << "word " << words[size_t(i)] << " register " << j;
+    }
+  }
+}
+
+// ptx::high_half_by_f16_mul moves a value's upper half to both halves, exactly, for every upper
+// half that is not a NaN (normals, subnormals, zeros, infinities), whatever the lower half; and
+// every selector upper half of the table decode (and_or with kFragHighTable) is a normal f16.
+TEST(CudaGemmLayout, HighHalfByF16MultiplyIsExact) {
+  for (uint32_t v = 0; v < 65536; ++v) {
+    const uint32_t sel = and_or(v, 0x3333u, kFragHighTable & 0xFFFFu), exponent = (sel >> 10) & 31u;
+    ASSERT_TRUE(exponent >= 1 && exponent <= 30) << "selector half " << sel;
+  }
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(6);
+  std::vector<uint32_t> x;
+  for (uint32_t high = 0; high < 65536; ++high) x.push_back(high << 16 | (rng() & 0xFFFFu));
+  testing::DeviceBuffer d_x(x), d_out(x.size() * 4);
+  high_half_by_f16_mul_for_test(d_x.as<uint32_t>(), int64_t(x.size()), d_out.as<uint32_t>(), nullptr);
+  ck(cudaDeviceSynchronize(), "high_half_by_f16_mul_for_test");
+  const auto got = d_out.download<uint32_t>();
+  int checked = 0;
+  for (uint32_t high = 0; high < 65536; ++high) {
+    if ((high & 0x7C00u) == 0x7C00u && (high & 0x3FFu) != 0) continue;  // NaN
+    ASSERT_EQ(got[high], high << 16 | high) << "upper half " << high;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 65536 - 2 * 1023);
+}
+
 // Whether gemm1_activation_mid should take g: the argument of the activation's exp, -g
 // (silu) or -(alpha * min(g, limit)) (swiglu_oai), within [-87, 87] (a NaN g is clamped to
 // the limit by fminf).
