@@ -307,7 +307,7 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           uint32_t a[4];
-          sm80::weight_a_frag<sm80::kHighByF16>(a, wq[d][mt], ws[d][mt], kk, MX, decode_low);
+          sm80::weight_a_frag<sm80::kMmaSyncHighByF16>(a, wq[d][mt], ws[d][mt], kk, MX, decode_low);
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, b.b[nt][2 * kk], b.b[nt][2 * kk + 1]);
         }

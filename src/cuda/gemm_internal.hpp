@@ -832,7 +832,7 @@ void find_slots_for_test(const int32_t* count, int64_t num_experts, int tok, int
                          int64_t slots, int32_t* expert, int32_t* tile, cudaStream_t stream);
 // Tests: frag_decode_word of each of n words (device uint32 [n]) on the GPU, its four registers
 // per word into out (device uint32 [4 n]); high_by_f16: the selectors' upper halves moved down by
-// f16 multiplies (the mma.sync kernels' sm80::kHighByF16), else by shifts.
+// f16 multiplies (the mma.sync kernels' sm80::kMmaSyncHighByF16), else by shifts.
 void frag_decode_words_for_test(const uint32_t* words, int64_t n, bool high_by_f16, uint32_t* out,
                                 cudaStream_t stream);
 // Tests: ptx::high_half_by_f16_mul of each of n values (device uint32 [n]) into out.

@@ -192,14 +192,14 @@ __device__ __forceinline__ uint32_t decode_table(const WeightMatrix& w) {
 // registers: per 8 values, the table decode of frag_decode_word and 4 bf16x2 multiplies by
 // the folded block scale (exact), each by one half of the rows' scale pair broadcast
 // (ptx::mul_bf16x2_low / _high: operand selectors of the multiply, no extra instruction).
-// The mma.sync kernels (the fast path, the decode kernels) move their selectors' upper halves
-// down by an f16 multiply (frag_decode_word's kHighByF16): on the H200 under its power cap,
-// 4.9 / 5.8% faster at deepseek-v3 T = 128 / kimi-k2 T = 8 than by shifts (v80). The wgmma
-// kernels keep the shifts: beside a wgmma the FMA pipe's f16 work is as contended as the ALU
-// pipe (v61's alu_probe).
-inline constexpr bool kHighByF16 = true;
+// The mma.sync kernels (the fast path, the decode kernels: kMmaSyncHighByF16) move their
+// selectors' upper halves down by an f16 multiply (frag_decode_word's kHighByF16): on the H200
+// under its power cap, 4.9 / 5.8% faster at deepseek-v3 T = 128 / kimi-k2 T = 8 than by shifts
+// (v80). The wgmma kernels keep the shifts: beside a wgmma the FMA pipe's f16 work is as
+// contended as the ALU pipe (v61's alu_probe).
+inline constexpr bool kMmaSyncHighByF16 = true;
 
-template <bool kF16High = false>
+template <bool kHighByF16 = false>
 __device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq, const uint2& ws, int kk, bool mx,
                                               uint32_t decode_low = kFragDecodeLow, uint32_t mul16 = 16u,
                                               uint32_t high_table = kFragHighTable) {
@@ -208,7 +208,7 @@ __device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq,
   const uint32_t s = scale_rows_bf16x2(word ? ws.y : ws.x, b, mx, mul16);
   const uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
   uint32_t v[4];
-  frag_decode_word<kF16High>(q, v, decode_low, high_table);
+  frag_decode_word<kHighByF16>(q, v, decode_low, high_table);
   a[0] = ptx::mul_bf16x2_low(v[0], s);
   a[1] = ptx::mul_bf16x2_high(v[1], s);
   a[2] = ptx::mul_bf16x2_low(v[2], s);

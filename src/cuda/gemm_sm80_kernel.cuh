@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
             uint32_t a[4];
-            sm80::weight_a_frag<sm80::kHighByF16>(a, wq[mt], ws[mt], kk, mx, decode_low, mul16);
+            sm80::weight_a_frag<sm80::kMmaSyncHighByF16>(a, wq[mt], ws[mt], kk, mx, decode_low, mul16);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
               if (nt < int(lv)) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, bfrag[nt][2 * h], bfrag[nt][2 * h + 1]);
