@@ -15,7 +15,7 @@
 #   full_table RUN CLI TAG   the whole table (every preset, both quantizations) with one CLI (below)
 #   branch_checks VARIANT   what a kernel branch runs before its merge: the suite, the sanitizers
 #                       over the rsws cases, bench --check at five points (below)
-#   clocks_start MS, clocks_stop   the SM clock, power and power-cap flag every MS ms into
+#   clocks_start MS, clocks_stop   the SM clock, power, power-cap flag and temperature every MS ms into
 #                       $OUT/clocks.csv (nvidia-smi in the background), until clocks_stop
 #   mark TEXT           a timestamped line in $OUT/marks.txt, to place a process on that log
 #   ncu_points CLI "POINTS" SECONDS   every kernel of one forward at each MODEL@TOKENS[@QUANT]
@@ -34,7 +34,7 @@ env_variant() {
   printf '#!/bin/sh\n%s exec %s "$@"\n' "$3" "$PWD/$2" > ".carry/bin/fp4moe_$1" && chmod +x ".carry/bin/fp4moe_$1"
 }
 clocks_start() {
-  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.sw_power_cap --format=csv,noheader \
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.sw_power_cap,temperature.gpu --format=csv,noheader \
     -lms "$1" > "$OUT/clocks.csv" 2>&1 &
   clocks_pid=$!
 }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# v81: the whole table on main's kernels since v80's hshift merge (.carry/v81/cli.xz: main
+# 6db6614, sm_90a, stripped; its kernels are .carry/hs's, the merged SASS the tested 4b334f0's),
+# then main's tests (.carry/v81/tests.xz). Carry [".carry/v81/cli.xz"] for the table,
+# [".carry/v81/tests.xz"] for PART=tests.
+#   PART=short     (~470 s) --warmup-ms 0, --check, the bf16 cuBLAS baseline
+#   PART=sustained (~300 s) --warmup-ms 2000
+#   PART=tests     (CALL_S, 540) the GPU decode tests (new in v81) and memcheck over them, the
+#                  whole test binary, EP apart (8 shards, ~260 s), then racecheck over the six
+#                  narrow width cases, one at a time, as time allows
+# The JSONs' tag names the card the call got.
+set -u
+source scripts/device_lib.sh
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+case "$gpu" in *H200*) card=h200 ;; *H100*) card=h100 ;; *) card=gpu ;; esac
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
+case "${PART:-short}" in
+  short|sustained) unxz .carry/v81/cli.xz .carry/bin/fp4moe || exit 1 ;;
+esac
+case "${PART:-short}" in
+  short)     WARM_MS=0 EXTRA=--check BASELINE=1 TABLE_BUDGET_S=${TABLE_BUDGET_S:-540} \
+               full_table short .carry/bin/fp4moe "$(date +%F)-$card-v81" ;;
+  sustained) WARM_MS=2000 EXTRA=${EXTRA-} TABLE_BUDGET_S=${TABLE_BUDGET_S:-480} \
+               full_table sustained .carry/bin/fp4moe "$(date +%F)-$card-v81" ;;
+  tests)
+    unxz .carry/v81/tests.xz .carry/bin/fp4moe_tests || exit 1
+    T=.carry/bin/fp4moe_tests
+    CALL_S=${CALL_S:-540}
+    decode='CudaGemmLayout.FragmentWord*:CudaGemmLayout.HighHalf*'
+    filter_tests "$decode" decode 60
+    timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 $T --gtest_filter="$decode" > "$OUT/memcheck-decode.txt" 2>&1
+    echo "memcheck decode rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$OUT/memcheck-decode.txt" | tr '\n' ' ')"
+    suite_shards
+    cases=$($T --gtest_list_tests --gtest_filter='Narrow/CudaGemmSm90Widths.*' | sed -n 's/^  \(WidthSplitAtEveryWidth\/[a-z0-9_]*\).*/\1/p')
+    for c in $cases; do
+      left=$(( CALL_S - ($(date +%s) - start) ))
+      [ $left -lt 20 ] && { echo "racecheck $c: not started (time)"; continue; }
+      t0=$(date +%s)
+      timeout $left compute-sanitizer --tool racecheck --error-exitcode 3 $T \
+        --gtest_filter="Narrow/CudaGemmSm90Widths.$c" > /tmp/one.txt 2>&1
+      rc=$?
+      { echo "==== racecheck $c rc=$rc"; tail -c 20000 /tmp/one.txt; } >> "$OUT/racecheck.txt"
+      echo "racecheck $c rc=$rc $(( $(date +%s) - t0 )) s: $(grep -E 'RACECHECK SUMMARY|^\[  (PASSED|FAILED) ' /tmp/one.txt | tr '\n' ' ')"
+    done ;;
+esac
+rm -rf "$OUT/j"  # in j-RUN.tgz (a call returns at most 8 files)
+echo "t=$(( $(date +%s) - start ))"
