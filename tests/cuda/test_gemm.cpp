@@ -2246,9 +2246,9 @@ TEST(CudaGemmLayout, FragmentWordDecodesEveryCode) {
 }
 
 // The table decode on the GPU, with the selectors' upper halves moved down by shifts and by f16
-// multiplies (the mma.sync kernels' sm80::kMmaSyncHighByF16), against the host decode: words with every
-// value of their upper 16 bits (which alone decide a_1, and with zeros a_3), each with four
-// random lower halves, then random words.
+// multiplies (the mma.sync kernels' sm80::kMmaSyncHighByF16), against the host decode: words
+// with every value of their upper 16 bits (which alone decide a_1, and with zeros a_3), each with
+// four random lower halves, then random words.
 TEST(CudaGemmLayout, FragmentWordDecodesOnTheGpuByEitherHighHalf) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(20261206);

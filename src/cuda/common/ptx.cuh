@@ -132,7 +132,8 @@ __device__ __forceinline__ uint32_t mul_bf16x2_low(uint32_t a, uint32_t s) { ret
 __device__ __forceinline__ uint32_t mul_bf16x2_high(uint32_t a, uint32_t s) { return mul_bf16x2(a, halves_high(s)); }
 // x's upper 16 bits in its lower 16 (and its upper) by an f16x2 multiply of {x.high, x.high} by
 // one: `HMUL2 R, R.H1_H1, 1, 1`, on the FMA pipe where `x >> 16` takes the ALU pipe. Exact when
-// x.high is a finite f16 (a normal or zero, or a subnormal: fma.rn.f16x2 does not flush them).
+// x.high is not a NaN: normals, zeros, infinities, and subnormals, which fma.rn.f16x2 does not
+// flush (tests: CudaGemmLayout.HighHalfByF16MultiplyIsExact, over every upper half).
 __device__ __forceinline__ uint32_t high_half_by_f16_mul(uint32_t x) {
   uint32_t d;
   asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(halves_high(x)), "r"(0x3C003C00u), "r"(0x80008000u));
