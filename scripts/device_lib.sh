@@ -13,6 +13,7 @@
 #   sanitizers FILTER TIMEOUT   memcheck and racecheck over a filter's tests (below)
 #   check_points VARIANT "SPECS"   bench --check of a carried CLI at each point (below)
 #   full_table RUN CLI TAG   the whole table (every preset, both quantizations) with one CLI (below)
+#   table RUN CLI SESSION   full_table as the README's short or sustained run (below)
 #   branch_checks VARIANT   what a kernel branch runs before its merge: the suite, the sanitizers
 #                       over the rsws cases, bench --check at five points (below)
 #   clocks_start MS, clocks_stop   the SM clock, power, power-cap flag and temperature every MS ms into
@@ -200,6 +201,23 @@ full_table() {
   (cd "$OUT" && tar czf "j-$run.tgz" j)
   python3 scripts/bench_table.py "$OUT"/j/*-$run-*.json 2>&1 | grep -E "^##|^### |^\| [0-9]" |
     awk -F'|' '/^##/{print} /^\| [0-9]/{printf "%s|%s|%s\n", $2, $3, $6}'
+}
+# table RUN CLI SESSION: full_table as the README's two runs, RUN short (WARM_MS=0, --check, the
+# bf16 cuBLAS baseline; TABLE_BUDGET_S 540 unless set) or sustained (WARM_MS=2000, EXTRA as set;
+# TABLE_BUDGET_S 480 unless set), tagged DATE-CARD-SESSION, CARD h200 / h100 / gpu by the name
+# nvidia-smi gives (a call may get another card than it named).
+table() {
+  local card
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+    *H200*) card=h200 ;; *H100*) card=h100 ;; *) card=gpu ;;
+  esac
+  case "$1" in
+    short) WARM_MS=0 EXTRA=--check BASELINE=1 TABLE_BUDGET_S=${TABLE_BUDGET_S:-540} \
+             full_table short "$2" "$(date +%F)-$card-$3" ;;
+    sustained) WARM_MS=2000 EXTRA=${EXTRA-} TABLE_BUDGET_S=${TABLE_BUDGET_S:-480} \
+             full_table sustained "$2" "$(date +%F)-$card-$3" ;;
+    *) echo "table: RUN: got '$1', need short or sustained" >&2; return 2 ;;
+  esac
 }
 # rsws_sanitize_cases: the 40 forced rsws / rsws4 cases of one k-block, of odd KB and of MXFP4
 # (a GoogleTest filter; a branch's script may add its own cases after a ':').

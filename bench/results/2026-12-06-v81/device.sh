@@ -12,17 +12,11 @@
 # The JSONs' tag names the card the call got.
 set -u
 source scripts/device_lib.sh
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-case "$gpu" in *H200*) card=h200 ;; *H100*) card=h100 ;; *) card=gpu ;; esac
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 case "${PART:-short}" in
-  short|sustained) unxz .carry/v81/cli.xz .carry/bin/fp4moe || exit 1 ;;
-esac
-case "${PART:-short}" in
-  short)     WARM_MS=0 EXTRA=--check BASELINE=1 TABLE_BUDGET_S=${TABLE_BUDGET_S:-540} \
-               full_table short .carry/bin/fp4moe "$(date +%F)-$card-v81" ;;
-  sustained) WARM_MS=2000 EXTRA=${EXTRA-} TABLE_BUDGET_S=${TABLE_BUDGET_S:-480} \
-               full_table sustained .carry/bin/fp4moe "$(date +%F)-$card-v81" ;;
+  short|sustained)
+    unxz .carry/v81/cli.xz .carry/bin/fp4moe || exit 1
+    table "${PART:-short}" .carry/bin/fp4moe v81 ;;
   tests)
     unxz .carry/v81/tests.xz .carry/bin/fp4moe_tests || exit 1
     T=.carry/bin/fp4moe_tests
