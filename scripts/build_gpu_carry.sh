@@ -1,14 +1,29 @@
 #!/usr/bin/env bash
 # Builds the GPU binaries on this machine (sm_90a only, static cudart) and puts them in
 # .carry/bin, the git-ignored folder that travels to the GPU machine with `carry`.
+#   PACK=NAME   also writes .carry/NAME/{tests,cli}.xz: stripped and compressed (python's lzma;
+#               device_lib.sh's unxz unpacks them there). A call carries at most 64 MiB with
+#               the working tree and its .git (~40 MiB of it in v82), so name single .xz files.
+#   BUILD=DIR   the build folder (build-carry)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build-carry -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP4MOE_CUDA_ARCHS=90a >/dev/null
-ninja -C build-carry -j"${JOBS:-2}" fp4moe_tests fp4moe_cli
+build=${BUILD:-build-carry}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP4MOE_CUDA_ARCHS=90a >/dev/null
+ninja -C "$build" -j"${JOBS:-2}" fp4moe_tests fp4moe_cli
 mkdir -p .carry/bin
-cp build-carry/fp4moe_tests build-carry/fp4moe .carry/bin/
+cp "$build/fp4moe_tests" "$build/fp4moe" .carry/bin/
 strip .carry/bin/* 2>/dev/null || true
 du -sh .carry/bin/*
+if [ -n "${PACK:-}" ]; then
+  mkdir -p ".carry/$PACK"
+  python3 - ".carry/$PACK" <<'PY'
+import lzma, sys
+for src, name in (("fp4moe_tests", "tests"), ("fp4moe", "cli")):
+    with open(f".carry/bin/{src}", "rb") as f, lzma.open(f"{sys.argv[1]}/{name}.xz", "wb", preset=6) as o:
+        o.write(f.read())
+PY
+  du -sh ".carry/$PACK"/*
+fi
 # headers the Python build on the GPU machine needs and cannot install there
 mkdir -p .carry/include
 cp -r /usr/include/nlohmann .carry/include/
