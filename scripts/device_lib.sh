@@ -10,6 +10,8 @@
 #                       300 by default), its summary (below)
 #   suite_shards        the whole test binary .carry/bin/fp4moe_tests, EP apart, in 8 shards
 #                       (below); test_shards and sm90_shards, a filter's tests likewise
+#   race_narrow CALL_S  racecheck over the narrow width cases, one process each (below)
+#   main_tests CALL_S   the table decode's GPU tests under memcheck, suite_shards, race_narrow
 #   sanitizers FILTER TIMEOUT   memcheck and racecheck over a filter's tests (below)
 #   check_points VARIANT "SPECS"   bench --check of a carried CLI at each point (below)
 #   full_table RUN CLI TAG   the whole table (every preset, both quantizations) with one CLI (below)
@@ -18,6 +20,7 @@
 #                       over the rsws cases, bench --check at five points (below)
 #   clocks_start MS, clocks_stop   the SM clock, power, power-cap flag and temperature every MS ms into
 #                       $OUT/clocks.csv (nvidia-smi in the background), until clocks_stop
+#   clocks_median       the median SM clock and board power of $OUT/clocks.csv, one line
 #   mark TEXT           a timestamped line in $OUT/marks.txt, to place a process on that log
 #   ncu_points CLI "POINTS" SECONDS   every kernel of one forward at each MODEL@TOKENS[@QUANT]
 #                       under ncu (below), until SECONDS have passed since sourcing
@@ -40,6 +43,15 @@ clocks_start() {
   clocks_pid=$!
 }
 clocks_stop() { kill "$clocks_pid"; }
+clocks_median() {
+  python3 - "$OUT/clocks.csv" <<'PY'
+import sys, statistics
+rows = [l.split(',') for l in open(sys.argv[1]) if 'MHz' in l and ' W' in l]
+mhz = [int(r[1].split()[0]) for r in rows]
+w = [float(r[2].split()[0]) for r in rows]
+print(f"SM clock median {statistics.median(mhz)} MHz over {len(mhz)} samples; power median {statistics.median(w):.0f} W")
+PY
+}
 mark() { echo "$(date +%H:%M:%S.%N) $*" >> "$OUT/marks.txt"; }
 mkdir -p .carry/bin "$OUT/ab"
 
@@ -128,6 +140,38 @@ test_shards() {
 }
 # suite_shards: the whole test binary, EP apart (gpu_suite.sh tests, 280 s at most; shard 0 needed ~200 s in v59).
 suite_shards() { test_shards '-*Ep*' 260; }
+# race_narrow CALL_S: racecheck over the width split's narrow cases (Narrow/CudaGemmSm90Widths), one
+# process each (racecheck over all six in one process outlasts a call), skipping those RACE_DONE
+# names (default: none) and starting none with fewer than 20 s left of CALL_S since sourcing:
+# a line each, their logs' tails in $OUT/racecheck.txt.
+race_narrow() {
+  local T=.carry/bin/fp4moe_tests cases c d left t0 rc
+  cases=$($T --gtest_list_tests --gtest_filter='Narrow/CudaGemmSm90Widths.*' |
+    sed -n 's/^  \(WidthSplitAtEveryWidth\/[a-z0-9_]*\).*/\1/p')
+  for d in ${RACE_DONE:-}; do cases=$(echo "$cases" | grep -vx "WidthSplitAtEveryWidth/$d"); done
+  for c in $cases; do
+    left=$(( $1 - ($(date +%s) - start) ))
+    [ $left -lt 20 ] && { echo "racecheck $c: not started (time)"; continue; }
+    t0=$(date +%s)
+    timeout $left compute-sanitizer --tool racecheck --error-exitcode 3 $T \
+      --gtest_filter="Narrow/CudaGemmSm90Widths.$c" > /tmp/one.txt 2>&1
+    rc=$?
+    { echo "==== racecheck $c rc=$rc"; tail -c 20000 /tmp/one.txt; } >> "$OUT/racecheck.txt"
+    echo "racecheck $c rc=$rc $(( $(date +%s) - t0 )) s: $(grep -E 'RACECHECK SUMMARY|^\[  (PASSED|FAILED) ' /tmp/one.txt | tr '\n' ' ')"
+  done
+}
+# main_tests CALL_S: what a session runs of .carry/bin/fp4moe_tests on a GPU with no kernel change
+# to A/B (v81-v82): the table decode's GPU tests, alone and under memcheck, the whole binary
+# (suite_shards), then race_narrow until CALL_S seconds since sourcing.
+main_tests() {
+  local decode='CudaGemmLayout.FragmentWord*:CudaGemmLayout.HighHalf*'
+  filter_tests "$decode" decode 60
+  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 .carry/bin/fp4moe_tests --gtest_filter="$decode" \
+    > "$OUT/memcheck-decode.txt" 2>&1
+  echo "memcheck decode rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$OUT/memcheck-decode.txt" | tr '\n' ' ')"
+  suite_shards
+  race_narrow "$1"
+}
 # The wgmma GEMM and layer tests (sm90_shards TIMEOUT).
 sm90_shards() {
   test_shards '*Sm90*:CudaGemmCases/*:Table/CudaLayerConformance.*:CudaLayer.*:CudaGemmEdge.*:CudaGemmConfig.*' "$1"

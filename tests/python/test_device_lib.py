@@ -130,3 +130,66 @@ def test_filter_tests_reports_a_finished_run_without_a_timeout_line(tmp_path):
     assert first.startswith("runs rc=1 ") and "[  PASSED  ] 0 tests." in first
     assert "timed out" not in out
     assert "[  FAILED  ] Cases/A.B/one (1 ms)" in out
+
+
+NARROW = ["narrow_nvfp4", "narrow_w4a4", "narrow_nvfp4_one_kblock", "narrow_mxfp4_silu"]
+
+
+def run_race_narrow(tmp_path, race_done, call_s=600):
+    """race_narrow with a test binary that lists NARROW and a compute-sanitizer that records its
+    filter: the filters it ran, in order, and the lines it printed."""
+    carry = tmp_path / ".carry" / "bin"
+    carry.mkdir(parents=True)
+    listing = "".join(f"echo '  WidthSplitAtEveryWidth/{c}  # GetParam() = x'\n" for c in NARROW)
+    (carry / "fp4moe_tests").write_text(
+        "#!/bin/bash\necho 'Narrow/CudaGemmSm90Widths.'\n" + listing
+    )
+    (carry / "fp4moe_tests").chmod(0o755)
+    bindir = tmp_path / "stubs"
+    bindir.mkdir()
+    log = tmp_path / "filters.txt"
+    (bindir / "compute-sanitizer").write_text(
+        f"#!/bin/bash\nfor a; do case $a in --gtest_filter=*) echo \"${{a#--gtest_filter=}}\" >> {log};; esac; done\n"
+        "echo '========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)'\n"
+    )
+    (bindir / "compute-sanitizer").chmod(0o755)
+    script = f"""
+set -u
+export PATH={bindir}:$PATH
+OUT={tmp_path}/out
+source {LIB}
+RACE_DONE="{' '.join(race_done)}" race_narrow {call_s}
+"""
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    filters = log.read_text().splitlines() if log.exists() else []
+    return filters, result.stdout
+
+
+def test_race_narrow_runs_each_case_not_done_in_a_process_of_its_own(tmp_path):
+    done = ["narrow_nvfp4", "narrow_mxfp4_silu"]
+    filters, out = run_race_narrow(tmp_path, done)
+    expected = [f"Narrow/CudaGemmSm90Widths.WidthSplitAtEveryWidth/{c}" for c in NARROW if c not in done]
+    assert filters == expected
+    assert out.count("rc=0") == len(expected)
+
+
+def test_race_narrow_starts_nothing_without_time_left(tmp_path):
+    filters, out = run_race_narrow(tmp_path, [], call_s=10)  # under the 20 s a case needs
+    assert filters == []
+    assert out.count("not started (time)") == len(NARROW)
+
+
+def test_clocks_median_reads_the_clock_and_power_columns(tmp_path):
+    rows = [(1410, 650.5), (1755, 701.0), (1500, 699.2), (1980, 120.0), (1620, 690.0)]
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    lines = [f"2026/12/06 10:00:0{i}.000, {mhz} MHz, {w} W, Active, 60" for i, (mhz, w) in enumerate(rows)]
+    # nvidia-smi's error lines and a header carry no MHz / W pair and must not count
+    (out_dir / "clocks.csv").write_text("\n".join(["timestamp, clocks.sm [MHz]", *lines, "Failed"]) + "\n")
+    script = f"OUT={out_dir}\nsource {LIB}\nclocks_median\n"
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    mhz = sorted(m for m, _ in rows)[len(rows) // 2]
+    watts = sorted(w for _, w in rows)[len(rows) // 2]
+    assert f"SM clock median {mhz} MHz over {len(rows)} samples; power median {watts:.0f} W" in result.stdout

@@ -25,11 +25,6 @@ ab_rounds_by_point ${AB_START:-430} ${AB_STOP:-540} "main fh" "${SPECS:-kimi-k2:
 clocks_stop
 kill $partial_pid
 ab_report main | tee "$OUT/ab-summary.txt"
-python3 - "$OUT/clocks.csv" <<'PY' | tee -a "$OUT/ab-summary.txt"
-import sys, statistics
-mhz = [int(l.split(',')[1].split()[0]) for l in open(sys.argv[1]) if 'MHz' in l]
-w = [float(l.split(',')[2].split()[0]) for l in open(sys.argv[1]) if ' W' in l]
-print(f"SM clock median {statistics.median(mhz)} MHz over {len(mhz)} samples; power median {statistics.median(w):.0f} W")
-PY
+clocks_median | tee -a "$OUT/ab-summary.txt"
 rm -f "$OUT/ab-partial.tgz"
 echo "t=$(( $(date +%s) - start ))"
