@@ -145,7 +145,7 @@ suite_shards() { test_shards '-*Ep*' 260; }
 # names (default: none) and starting none with fewer than 20 s left of CALL_S since sourcing:
 # a line each, their logs' tails in $OUT/racecheck.txt.
 race_narrow() {
-  local T=.carry/bin/fp4moe_tests cases c d left t0 rc
+  local T=.carry/bin/fp4moe_tests one=$OUT/racecheck-one.txt cases c d left t0 rc
   cases=$($T --gtest_list_tests --gtest_filter='Narrow/CudaGemmSm90Widths.*' |
     sed -n 's/^  \(WidthSplitAtEveryWidth\/[a-z0-9_]*\).*/\1/p')
   for d in ${RACE_DONE:-}; do cases=$(echo "$cases" | grep -vx "WidthSplitAtEveryWidth/$d"); done
@@ -154,11 +154,12 @@ race_narrow() {
     [ $left -lt 20 ] && { echo "racecheck $c: not started (time)"; continue; }
     t0=$(date +%s)
     timeout $left compute-sanitizer --tool racecheck --error-exitcode 3 $T \
-      --gtest_filter="Narrow/CudaGemmSm90Widths.$c" > /tmp/one.txt 2>&1
+      --gtest_filter="Narrow/CudaGemmSm90Widths.$c" > "$one" 2>&1
     rc=$?
-    { echo "==== racecheck $c rc=$rc"; tail -c 20000 /tmp/one.txt; } >> "$OUT/racecheck.txt"
-    echo "racecheck $c rc=$rc $(( $(date +%s) - t0 )) s: $(grep -E 'RACECHECK SUMMARY|^\[  (PASSED|FAILED) ' /tmp/one.txt | tr '\n' ' ')"
+    { echo "==== racecheck $c rc=$rc"; tail -c 20000 "$one"; } >> "$OUT/racecheck.txt"
+    echo "racecheck $c rc=$rc $(( $(date +%s) - t0 )) s: $(grep -E 'RACECHECK SUMMARY|^\[  (PASSED|FAILED) ' "$one" | tr '\n' ' ')"
   done
+  rm -f "$one"
 }
 # main_tests CALL_S: what a session runs of .carry/bin/fp4moe_tests on a GPU with no kernel change
 # to A/B (v81-v82): the table decode's GPU tests, alone and under memcheck, the whole binary
