@@ -5,7 +5,7 @@
 # from the thread index in every trip of the k loop: 8-token tiles 1,184 -> 1,152 SASS
 # instructions a trip (MX 1,136 -> 1,070). First the branch's fast-path, decode and layout GEMM
 # tests, then rounds point by point after 2 s of replays, round 1 with --check, the SM clock logged.
-# Not run in v82 (six H200 starts failed). To run it: on main, PACK=v82 scripts/build_gpu_carry.sh
+# Not run in v82 (no H200 started). To run it: on main, PACK=v82 scripts/build_gpu_carry.sh
 # (main's cli.xz); then with fhoist.diff applied (git apply), PACK=v82fh scripts/build_gpu_carry.sh
 # and mv .carry/v82fh/cli.xz .carry/v82/fh-cli.xz (tests.xz likewise); carry the two CLIs only with
 # TESTS=none (the three .xz and the tree pass 64 MiB): TESTS=none AB_START=250 AB_STOP=330, ~350 s.
