@@ -140,13 +140,17 @@ def regions(body, header, src, samples):
         print(f"  {name:24s} [{a:5d}, {b:5d})  {100 * n / total:5.1f}%  {ex}  {why}")
 
 
+def row_at(body, addr):
+    """Each row's index by its address (column `addr`, lower case): where a branch lands."""
+    return {r[addr].strip().lower(): i for i, r in enumerate(body)}
+
+
 def loop_head(body, header, src, first):
     """The index of the innermost loop's head around instruction `first`: the highest branch
     target at or before it of a branch after it; None without an address column or such a branch."""
     if "Address" not in header:
         return None
-    addr = header.index("Address")
-    at = {r[addr].strip().lower(): i for i, r in enumerate(body)}
+    at = row_at(body, header.index("Address"))
     heads = []
     for r in body[first + 1:]:
         m = re.search(r"\b" + BRA_TARGET, r[src], re.IGNORECASE)
@@ -165,7 +169,7 @@ def barrier_waits(body, src, addr, executed):
     that waits on most k-blocks for a full stage is starved of data; a producer that waits on
     most for a free stage is ahead of its consumers.
     """
-    at = {r[addr].strip().lower(): i for i, r in enumerate(body)}
+    at = row_at(body, addr)
     lines = []
     for i, r in enumerate(body[:-1]):
         if "TRYWAIT" not in r[src]:
