@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
   // b = 2 * warp (+ mt: 512 bytes on), its scale bytes of rows g and g+8 (+ mt: 64 on), and its
   // ldmatrix row address of k-steps 2kp, 2kp+1 (+ nt: 1,024 on). Through reg_fence, as the
   // decode's constants: without, the compiler rebuilt all of them from the thread index in
-  // every trip of the k loop (~35 of its ~1,180 SASS instructions at 8-token tiles).
+  // every trip of the k loop (~30 of its ~1,180 SASS instructions at 8-token tiles).
   const uint32_t smem32 = uint32_t(__cvta_generic_to_shared(smem));
   uint32_t w_lds = uint32_t(warp) * 1024u + uint32_t(lane) * 16u;
   uint32_t s_lds = uint32_t(T::kWBytes) + uint32_t(warp) * 128u + uint32_t(g * (sb / 8));
@@ -290,11 +290,9 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
       uint4 wq[2];
       uint2 ws[2];  // NVFP4: bytes [c 4][half 2]; MX: [c 2][half 2] in .x
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {  // load_weight_frag's reads, at the offsets above
-        wq[mt] = *reinterpret_cast<const uint4*>(st + (w_lds + mt * (kFragWords * 4)));
-        const uint8_t* sp = st + (s_lds + mt * 64);
-        ws[mt] = mx ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
-      }
+      for (int mt = 0; mt < 2; ++mt)  // at the offsets above (which hold the lane's and g's parts: 0, 0)
+        sm80::load_weight_frag(st + (w_lds + mt * (kFragWords * 4)), st + (s_lds + mt * 64), 0, 0, sb, mx, wq[mt],
+                               ws[mt]);
 #pragma unroll
       for (int kp = 0; kp < 2; ++kp) {  // k-steps 2kp, 2kp+1
         uint32_t bfrag[NT][4];          // b0, b1 of k-step 2kp, then of 2kp+1
