@@ -110,8 +110,29 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
   const int nb0 = blockIdx.x * kBlocksPerCta;
   constexpr bool mx = MX;
   const int sb = frag_scale_bytes(MX ? 32 : 16);
-  const uint32_t decode_low = sm80::decode_table(w);
-  const uint32_t mul16 = ptx::per_thread(16u, w.zero);  // the folded scale's multiplier as IMAD, not LEA
+  uint32_t decode_low = sm80::decode_table(w);
+  uint32_t mul16 = ptx::per_thread(16u, w.zero);  // the folded scale's multiplier as IMAD, not LEA
+  uint32_t high_table = ptx::per_thread(kFragHighTable, w.zero);
+  // This thread's shared-memory reads of a k-block, as byte offsets from stage 0 (a stage, an
+  // m16 tile and an n8 column add constants): its 16 bytes of fragment words of block
+  // b = 2 * warp (+ mt: 512 bytes on), its scale bytes of rows g and g+8 (+ mt: 64 on), and its
+  // ldmatrix row address of k-steps 2kp, 2kp+1 (+ nt: 1,024 on). Through reg_fence, as the
+  // decode's constants: without, the compiler rebuilt all of them from the thread index in
+  // every trip of the k loop (~30 of its ~1,180 SASS instructions at 8-token tiles).
+  const uint32_t smem32 = uint32_t(__cvta_generic_to_shared(smem));
+  uint32_t w_lds = uint32_t(warp) * 1024u + uint32_t(lane) * 16u;
+  uint32_t s_lds = uint32_t(T::kWBytes) + uint32_t(warp) * 128u + uint32_t(g * (sb / 8));
+  uint32_t a_lds[2];
+#pragma unroll
+  for (int kp = 0; kp < 2; ++kp)
+    a_lds[kp] = uint32_t(T::kWBytes + T::kSBytes + (lane % 8) * 128 + sm80::a_bf16_swizzle(lane % 8, kp * 4 + lane / 8));
+  ptx::reg_fence(decode_low);
+  ptx::reg_fence(mul16);
+  ptx::reg_fence(high_table);
+  ptx::reg_fence(w_lds);
+  ptx::reg_fence(s_lds);
+  ptx::reg_fence(a_lds[0]);
+  ptx::reg_fence(a_lds[1]);
   // As a programmatic dependent (launch's `dependent`): GEMM 1 reads the rows, A and its gather,
   // all written by the kernels before it, so it waits first. GEMM 2's rows were complete before
   // the grid before it let it start (Gemm2Args::rows_settled), so it finds its slot and requests
@@ -177,6 +198,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
     const int s_dst = T::kWBytes + (threadIdx.x / s_part) * 64 + (threadIdx.x % s_part) * 16;
     const uint8_t* a_src[kAChunks];  // the token row's first chunk, or nullptr past the expert's rows
     int a_dst[kAChunks], a_k[kAChunks];
+    uint32_t a_sh[kAChunks];  // the chunk's shared address in stage 0 (bf16 A)
 #pragma unroll
     for (int i = 0; i < kAChunks; ++i) {
       const int c = threadIdx.x + i * kThreads;
@@ -184,6 +206,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
       const int64_t row = c < kAChunksAll ? s_arow[j] : -1;
       a_k[i] = A_FP4 ? ch * 16 : ch * 8;
       a_dst[i] = A_FP4 ? j * 32 + ch * 8 : j * 128 + sm80::a_bf16_swizzle(j, ch);
+      a_sh[i] = smem32 + uint32_t(T::kWBytes + T::kSBytes + a_dst[i]);
+      ptx::reg_fence(a_sh[i]);  // (as w_lds: kept, not rebuilt per k-block)
       a_src[i] = row < 0 ? nullptr
                  : A_FP4 ? p.a_fp4 + row * (K / 2) + a_k[i] / 2
                          : reinterpret_cast<const uint8_t*>(p.a_bf16 + row * K + a_k[i]);
@@ -231,15 +255,14 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
       if (s_on) ptx::cp_async_16(smem + stage * T::kStageBytes + s_dst, s_at + o * s_step, true);
     };
     auto load_a = [&](int stage, int kb, int o, auto inside) {
-      uint8_t* st = smem + stage * T::kStageBytes;
-      uint8_t* sa = st + T::kWBytes + T::kSBytes;
+      [[maybe_unused]] uint8_t* sa = smem + stage * T::kStageBytes + T::kWBytes + T::kSBytes;  // NVFP4 A
 #pragma unroll
       for (int i = 0; i < kAChunks; ++i) {
         if (kAChunksAll % kThreads != 0 && threadIdx.x + i * kThreads >= kAChunksAll) break;
         const bool valid = a_ok[i] && (inside.value || kb * kFragK + a_k[i] < K);
         const uint8_t* src = inside.value || valid ? a_at[i] + o * kABlockBytes : a_base;
         if constexpr (!A_FP4) {
-          ptx::cp_async_16(sa + a_dst[i], src, valid);
+          ptx::cp_async_16(a_sh[i] + uint32_t(stage * T::kStageBytes), src, valid);
         } else {
           ptx::cp_async_8(sa + a_dst[i], src, valid);
           // scale rows (K/16 bytes) need not be 4-byte aligned: plain loads, seen after the barrier
@@ -264,14 +287,12 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
     // lv: the live n8 columns, `live` or (16-token tiles inside K) a constant 1 or 2.
     auto k_block = [&](int stage, auto lv) {  // the k-block in stage `stage` (a constant once unrolled)
       const uint8_t* st = smem + stage * T::kStageBytes;
-      const uint8_t* sa = st + T::kWBytes + T::kSBytes;
       uint4 wq[2];
       uint2 ws[2];  // NVFP4: bytes [c 4][half 2]; MX: [c 2][half 2] in .x
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        const int b = 2 * warp + mt;
-        sm80::load_weight_frag(st + b * (kFragWords * 4), st + T::kWBytes + b * 64, lane, g, sb, mx, wq[mt], ws[mt]);
-      }
+      for (int mt = 0; mt < 2; ++mt)  // at the offsets above (which hold the lane's and g's parts: 0, 0)
+        sm80::load_weight_frag(st + (w_lds + mt * (kFragWords * 4)), st + (s_lds + mt * 64), 0, 0, sb, mx, wq[mt],
+                               ws[mt]);
 #pragma unroll
       for (int kp = 0; kp < 2; ++kp) {  // k-steps 2kp, 2kp+1
         uint32_t bfrag[NT][4];          // b0, b1 of k-step 2kp, then of 2kp+1
@@ -279,9 +300,9 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
         for (int nt = 0; nt < NT; ++nt) {
           if (nt >= int(lv)) break;
           if constexpr (!A_FP4) {
-            const int j = nt * 8 + (lane % 8), ch = kp * 4 + lane / 8;
-            ptx::ldmatrix_x4(bfrag[nt], sa + j * 128 + sm80::a_bf16_swizzle(j, ch));
+            ptx::ldmatrix_x4(bfrag[nt], st + (a_lds[kp] + nt * 1024));  // token nt * 8 + lane % 8
           } else {
+            const uint8_t* sa = st + T::kWBytes + T::kSBytes;
             const int j = nt * 8 + g;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
@@ -301,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
             uint32_t a[4];
-            sm80::weight_a_frag<sm80::kMmaSyncHighByF16>(a, wq[mt], ws[mt], kk, mx, decode_low, mul16);
+            sm80::weight_a_frag<sm80::kMmaSyncHighByF16>(a, wq[mt], ws[mt], kk, mx, decode_low, mul16, high_table);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
               if (nt < int(lv)) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, bfrag[nt][2 * h], bfrag[nt][2 * h + 1]);
