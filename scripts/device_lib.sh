@@ -5,7 +5,7 @@
 #   env_variant NAME BIN "VAR=v ..."   .carry/bin/fp4moe_NAME: BIN run under those variables (an
 #                       A/B variant that is an environment switch of one binary)
 #   ab_point, ab_rounds, ab_rounds_by_point, ab_report   the A/B processes of carried CLIs and
-#                       their summary (below)
+#                       their summary (below); ab_session   an A/B call's timed part (below)
 #   filter_tests FILTER NAME [TIMEOUT]   one process of a filter's tests (at most TIMEOUT s,
 #                       300 by default), its summary (below)
 #   suite_shards        the whole test binary .carry/bin/fp4moe_tests, EP apart, in 8 shards
@@ -114,6 +114,23 @@ ab_report() {
   grep -l FAIL "$OUT"/ab/*.txt; grep -c PASS "$OUT"/ab/*-r1.txt | tr '\n' ' '; echo
   python3 scripts/ab_summary.py "$OUT/ab" --base "$1"
   (cd "$OUT" && tar czf ab.tgz ab && rm -rf ab)
+}
+
+# ab_session ROUND_S POINT_S "VARIANTS" "SPECS": an A/B call's timed part. The SM clock logged
+# (clocks_start 200), ab_rounds_by_point, and every 20 s the rounds so far in $OUT/ab-partial.tgz
+# (a call cut by its limit still brings them back); then ab_report against the first variant
+# and clocks_median, both into $OUT/ab-summary.txt, and the partial copy removed.
+ab_session() {
+  # its output away from the call's: a sleep it left running would hold that open past the end
+  ( while sleep 20; do (cd "$OUT" && tar czf ab-partial.tgz ab clocks.csv 2>/dev/null); done ) >/dev/null 2>&1 &
+  local partial_pid=$!
+  clocks_start 200
+  ab_rounds_by_point "$1" "$2" "$3" "$4"
+  clocks_stop
+  kill "$partial_pid"
+  ab_report "${3%% *}" | tee "$OUT/ab-summary.txt"
+  clocks_median | tee -a "$OUT/ab-summary.txt"
+  rm -f "$OUT/ab-partial.tgz"
 }
 
 # filter_tests FILTER NAME [TIMEOUT]: the tests of .carry/bin/fp4moe_tests that FILTER picks

@@ -193,3 +193,35 @@ def test_clocks_median_reads_the_clock_and_power_columns(tmp_path):
     mhz = sorted(m for m, _ in rows)[len(rows) // 2]
     watts = sorted(w for _, w in rows)[len(rows) // 2]
     assert f"SM clock median {mhz} MHz over {len(rows)} samples; power median {watts:.0f} W" in result.stdout
+
+
+def test_ab_session_runs_by_point_and_reports_against_the_first_variant(tmp_path):
+    # stand-ins: nvidia-smi writes two clock rows and waits to be killed; ab_point records its
+    # call; ab_report says which base it was given. ab_session must run the rounds point by
+    # point, report against the first variant, add the clock median and leave no partial copy.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho '2026/12/06 10:00:00.000, 1500 MHz, 690.0 W, Active, 60'\n"
+                   "echo '2026/12/06 10:00:00.200, 1700 MHz, 650.0 W, Active, 60'\nexec sleep 30\n")
+    smi.chmod(0o755)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    log = tmp_path / "calls.txt"
+    script = f"""
+set -u
+export PATH={bin_dir}:$PATH
+OUT={out_dir}
+source {LIB}
+ab_point() {{ echo "$1 $2 $3 $4 $5" >> {log}; sleep 0.6; }}
+ab_report() {{ echo "report base=$1 rounds=$ab_round"; }}
+ab_session 2 100 "{' '.join(VARIANTS)}" "{' '.join(SPECS)}"
+"""
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    got = [tuple(line.split()) for line in log.read_text().splitlines()]
+    assert got == [(v, "1", *split(s)) for s in SPECS for v in VARIANTS]  # one round, as above
+    summary = (out_dir / "ab-summary.txt").read_text()
+    assert f"report base={VARIANTS[0]} rounds=1" in summary
+    assert "SM clock median 1600.0 MHz over 2 samples; power median 670 W" in summary
+    assert not (out_dir / "ab-partial.tgz").exists()

@@ -18,13 +18,5 @@ if [ "${TESTS:-}" != none ]; then
   unxz .carry/v82/fh-tests.xz .carry/bin/fp4moe_tests || exit 1
   filter_tests "${TESTS:-CudaGemmSm80Tiles/*:CudaGemmDecodeSplitCounts/*:CudaGemmLayout.*}" gemm-tests ${TESTS_S:-120} | tee "$OUT/tests-summary.txt"
 fi
-( while sleep 20; do (cd "$OUT" && tar czf ab-partial.tgz ab clocks.csv 2>/dev/null); done ) &
-partial_pid=$!
-clocks_start 200
-ab_rounds_by_point ${AB_START:-430} ${AB_STOP:-540} "main fh" "${SPECS:-kimi-k2:w4a16:8 deepseek-v3:w4a16:128 kimi-k2:w4a16:32 gpt-oss-120b:w4a16:32 kimi-k2:w4a16:128}"
-clocks_stop
-kill $partial_pid
-ab_report main | tee "$OUT/ab-summary.txt"
-clocks_median | tee -a "$OUT/ab-summary.txt"
-rm -f "$OUT/ab-partial.tgz"
+ab_session ${AB_START:-430} ${AB_STOP:-540} "main fh" "${SPECS:-kimi-k2:w4a16:8 deepseek-v3:w4a16:128 kimi-k2:w4a16:32 gpt-oss-120b:w4a16:32 kimi-k2:w4a16:128}"
 echo "t=$(( $(date +%s) - start ))"

@@ -23,13 +23,5 @@ chmod +x .carry/bin/fp4moe_fhp
 FP4MOE_PROBE_SCALE1=1 timeout 60 .carry/bin/fp4moe_fh bench --model kimi-k2 --quant w4a16 --tokens 8 --iters 5 --check \
   --no-baseline --no-ceilings --warmup-ms 0 > "$OUT/probe-check.txt" 2>&1
 echo "probe --check rc=$? (must fail): $(grep -i -E 'check|FAIL|PASS' "$OUT/probe-check.txt" | head -3 | tr '\n' ' ')"
-( while sleep 20; do (cd "$OUT" && tar czf ab-partial.tgz ab clocks.csv 2>/dev/null); done ) &
-partial_pid=$!
-clocks_start 200
-ab_rounds_by_point ${AB_START:-300} ${AB_STOP:-400} "main fh fhp" "${SPECS:-kimi-k2:w4a16:8 deepseek-v3:w4a16:128 kimi-k2:w4a16:32 kimi-k2:w4a16:128 kimi-k2:w4a16:512 kimi-k2:w4a16:2048}"
-clocks_stop
-kill $partial_pid
-ab_report main | tee "$OUT/ab-summary.txt"
-clocks_median | tee -a "$OUT/ab-summary.txt"
-rm -f "$OUT/ab-partial.tgz"
+ab_session ${AB_START:-300} ${AB_STOP:-400} "main fh fhp" "${SPECS:-kimi-k2:w4a16:8 deepseek-v3:w4a16:128 kimi-k2:w4a16:32 kimi-k2:w4a16:128 kimi-k2:w4a16:512 kimi-k2:w4a16:2048}"
 echo "t=$(( $(date +%s) - start ))"
