@@ -12,7 +12,8 @@
 #                       (below); test_shards and sm90_shards, a filter's tests likewise
 #   race_narrow CALL_S  racecheck over the narrow width cases, one process each (below)
 #   main_tests CALL_S   the table decode's GPU tests under memcheck, suite_shards, race_narrow
-#   sanitizers FILTER TIMEOUT   memcheck and racecheck over a filter's tests (below)
+#   sanitize TOOL FILTER TIMEOUT, sanitizers FILTER TIMEOUT   one compute-sanitizer tool, or
+#                       memcheck and racecheck, over a filter's tests (below)
 #   check_points VARIANT "SPECS"   bench --check of a carried CLI at each point (below)
 #   full_table RUN CLI TAG   the whole table (every preset, both quantizations) with one CLI (below)
 #   table RUN CLI SESSION   full_table as the README's short or sustained run (below)
@@ -194,16 +195,17 @@ main_tests() {
 sm90_shards() {
   test_shards '*Sm90*:CudaGemmCases/*:Table/CudaLayerConformance.*:CudaLayer.*:CudaGemmEdge.*:CudaGemmConfig.*' "$1"
 }
-# sanitizers FILTER TIMEOUT: compute-sanitizer memcheck, then racecheck, over the tests of
-# .carry/bin/fp4moe_tests that FILTER picks, each at most TIMEOUT s: $OUT/memcheck.txt,
-# $OUT/racecheck.txt and a line each with its exit status and summary.
+# sanitize TOOL FILTER TIMEOUT: compute-sanitizer's TOOL over the tests of .carry/bin/fp4moe_tests
+# that FILTER picks, at most TIMEOUT s: $OUT/TOOL.txt and a line with its exit status and summary.
+sanitize() {
+  timeout "$3" compute-sanitizer --tool "$1" --error-exitcode 3 .carry/bin/fp4moe_tests --gtest_filter="$2" \
+    > "$OUT/$1.txt" 2>&1
+  echo "$1 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/$1.txt" | tr '\n' ' ')"
+}
+# sanitizers FILTER TIMEOUT: sanitize memcheck, then racecheck, over the same tests.
 sanitizers() {
-  local tool
-  for tool in memcheck racecheck; do
-    timeout "$2" compute-sanitizer --tool $tool --error-exitcode 3 .carry/bin/fp4moe_tests --gtest_filter="$1" \
-      > "$OUT/$tool.txt" 2>&1
-    echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/$tool.txt" | tr '\n' ' ')"
-  done
+  sanitize memcheck "$1" "$2"
+  sanitize racecheck "$1" "$2"
 }
 # check_points VARIANT "SPECS": bench --check of .carry/bin/fp4moe_VARIANT at each
 # model:quant:tokens of SPECS, one process each: a line each with its exit status and PASS

@@ -42,6 +42,19 @@ def split(spec):
     return model, quant, tokens
 
 
+def source_lib(tmp_path, body, stubs, out_dir, timeout=None):
+    """bash running `body` after sourcing the library, with the stand-ins in `stubs` first on
+    PATH and OUT=out_dir: the completed process."""
+    script = f"set -u\nexport PATH={stubs}:$PATH\nOUT={out_dir}\nsource {LIB}\n{body}\n"
+    return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=timeout)
+
+
+def stand_in(path, text):
+    """An executable script at `path`."""
+    path.write_text(text)
+    path.chmod(0o755)
+
+
 def test_by_point_runs_each_spec_under_every_variant_in_turn(tmp_path):
     # 0.6 s a process and rounds begun within 2 s: exactly one round of 4 processes. `ok` counts
     # whole seconds from sourcing, so the first round's test reads 0 or 1 (< 2) and the second's,
@@ -141,26 +154,17 @@ def run_race_narrow(tmp_path, race_done, call_s=600):
     carry = tmp_path / ".carry" / "bin"
     carry.mkdir(parents=True)
     listing = "".join(f"echo '  WidthSplitAtEveryWidth/{c}  # GetParam() = x'\n" for c in NARROW)
-    (carry / "fp4moe_tests").write_text(
-        "#!/bin/bash\necho 'Narrow/CudaGemmSm90Widths.'\n" + listing
-    )
-    (carry / "fp4moe_tests").chmod(0o755)
+    stand_in(carry / "fp4moe_tests", "#!/bin/bash\necho 'Narrow/CudaGemmSm90Widths.'\n" + listing)
     bindir = tmp_path / "stubs"
     bindir.mkdir()
     log = tmp_path / "filters.txt"
-    (bindir / "compute-sanitizer").write_text(
+    stand_in(
+        bindir / "compute-sanitizer",
         f"#!/bin/bash\nfor a; do case $a in --gtest_filter=*) echo \"${{a#--gtest_filter=}}\" >> {log};; esac; done\n"
-        "echo '========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)'\n"
+        "echo '========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)'\n",
     )
-    (bindir / "compute-sanitizer").chmod(0o755)
-    script = f"""
-set -u
-export PATH={bindir}:$PATH
-OUT={tmp_path}/out
-source {LIB}
-RACE_DONE="{' '.join(race_done)}" race_narrow {call_s}
-"""
-    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    done = " ".join(race_done)
+    result = source_lib(tmp_path, f'RACE_DONE="{done}" race_narrow {call_s}', bindir, tmp_path / "out")
     assert result.returncode == 0, result.stderr
     filters = log.read_text().splitlines() if log.exists() else []
     return filters, result.stdout
@@ -201,23 +205,17 @@ def test_ab_session_runs_by_point_and_reports_against_the_first_variant(tmp_path
     # point, report against the first variant, add the clock median and leave no partial copy.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho '2026/12/06 10:00:00.000, 1500 MHz, 690.0 W, Active, 60'\n"
-                   "echo '2026/12/06 10:00:00.200, 1700 MHz, 650.0 W, Active, 60'\nexec sleep 30\n")
-    smi.chmod(0o755)
+    stand_in(bin_dir / "nvidia-smi", "#!/bin/sh\necho '2026/12/06 10:00:00.000, 1500 MHz, 690.0 W, Active, 60'\n"
+             "echo '2026/12/06 10:00:00.200, 1700 MHz, 650.0 W, Active, 60'\nexec sleep 30\n")
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     log = tmp_path / "calls.txt"
-    script = f"""
-set -u
-export PATH={bin_dir}:$PATH
-OUT={out_dir}
-source {LIB}
+    body = f"""
 ab_point() {{ echo "$1 $2 $3 $4 $5" >> {log}; sleep 0.6; }}
 ab_report() {{ echo "report base=$1 rounds=$ab_round"; }}
 ab_session 2 100 "{' '.join(VARIANTS)}" "{' '.join(SPECS)}"
 """
-    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    result = source_lib(tmp_path, body, bin_dir, out_dir, timeout=60)
     assert result.returncode == 0, result.stderr
     got = [tuple(line.split()) for line in log.read_text().splitlines()]
     assert got == [(v, "1", *split(s)) for s in SPECS for v in VARIANTS]  # one round, as above
@@ -225,3 +223,26 @@ ab_session 2 100 "{' '.join(VARIANTS)}" "{' '.join(SPECS)}"
     assert f"report base={VARIANTS[0]} rounds=1" in summary
     assert "SM clock median 1600.0 MHz over 2 samples; power median 670 W" in summary
     assert not (out_dir / "ab-partial.tgz").exists()
+
+
+def test_sanitizers_runs_memcheck_then_racecheck_over_one_filter(tmp_path):
+    # a stand-in compute-sanitizer that records its tool and filter and exits 3 (errors found)
+    # under racecheck: one line and one log per tool, each with its own exit status.
+    bindir = tmp_path / "stubs"
+    bindir.mkdir()
+    log = tmp_path / "runs.txt"
+    stand_in(
+        bindir / "compute-sanitizer",
+        "#!/bin/bash\ntool=; filter=\n"
+        "while [ $# -gt 0 ]; do case $1 in --tool) tool=$2; shift;; --gtest_filter=*) filter=${1#--gtest_filter=};; esac; shift; done\n"
+        f"echo \"$tool $filter\" >> {log}\necho \"========= ERROR SUMMARY: 0 errors ($tool)\"\n"
+        "[ $tool = racecheck ] && exit 3; exit 0\n",
+    )
+    out_dir = tmp_path / "out"
+    result = source_lib(tmp_path, "sanitizers 'Cases/A.*' 30", bindir, out_dir)
+    assert result.returncode == 0, result.stderr
+    assert log.read_text().splitlines() == ["memcheck Cases/A.*", "racecheck Cases/A.*"]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("memcheck rc=0 ") and "(memcheck)" in lines[0]
+    assert lines[1].startswith("racecheck rc=3 ") and "(racecheck)" in lines[1]
+    assert "(racecheck)" in (out_dir / "racecheck.txt").read_text()
