@@ -6,10 +6,10 @@
 //                        path's GEMM-1 epilogue (gemm_sm80_core.cuh epilogue_gemm1), k-permuted
 //   stage_bf16_to_nvfp4_values  the same requantization, its values written back over h
 // Plain CUDA (any architecture); meant to be memory-bound: one warp per (row, run of 256
-// elements), each lane 8 consecutive elements (4 bytes of codes, 16 bytes of bf16; the values
-// kernel 16, a run of 512), so every access of a warp is one contiguous run, and a decode
-// step's few rows still spread over many warps (one warp per whole row took 24 us for
-// kimi-k2's single A row at T = 1 on the H200).
+// elements), each lane 8 consecutive elements (4 bytes of codes, 16 bytes of bf16), or on
+// k-permuted rows 16 (one block: eight 4-byte pairs, which a warp's lanes read as 16-byte runs
+// of 8 k-blocks), so a decode step's few rows still spread over many warps (one warp per whole
+// row took 24 us for kimi-k2's single A row at T = 1 on the H200).
 //
 // Why not quantize.cu's nvfp4_rows_kernel for the requantization: its block amax starts from
 // 0 (amax_update), the epilogue's from the block's own elements (fmaxf). Both skip NaN
@@ -30,7 +30,7 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxCtas = 2048;  // runs are walked grid-stride: ~16 CTAs per SM keep every SM busy
 constexpr int kRunSteps = 32;   // 8-element steps per warp run: one per lane
-static_assert(kNvfp4Block == 16, "a lane's 8 elements are half an NVFP4 block: its partner lane holds the other half");
+static_assert(kNvfp4Block == 16, "a lane step of 16 elements is one NVFP4 block");
 
 // The rows one launch walks: rows [0, dense) when dense > 0, else the rows of the experts of
 // (begin, count), numbered expert after expert (live row q of expert e is begin[e] + q - first[e]).
@@ -163,13 +163,6 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kperm_kernel(const uin
   });
 }
 
-// The 8 bf16 of raw (16 bytes of h, element j in half j % 2 of word j / 2) as fp32 x[0..8).
-__device__ __forceinline__ void bf16x8_to_f32(uint4 raw, float* x) {
-  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int j = 0; j < 8; ++j) x[j] = bf16_to_f32(uint16_t(w[j / 2] >> (16 * (j % 2))));
-}
-
 // epilogue_gemm1's block amax over x[0..N): fmaxf over |x|, any order (fmaxf skips NaN; NaN
 // only when all are).
 template <int N>
@@ -178,23 +171,6 @@ __device__ __forceinline__ float abs_max(const float* x) {
 #pragma unroll
   for (int j = 1; j < N; ++j) amax = fmaxf(amax, fabsf(x[j]));
   return amax;
-}
-
-// The requantization of one lane's 8 bf16 of h (raw; zeros on a lane past the row, which must
-// still call this: its partner's shuffle needs it) with q_scale gs, lanes 2m and 2m + 1 holding
-// one 16-block: returns the block's scale code (abs_max over the 16, by shuffle, then the SPEC
-// §2 scale); codes = this half's 8 e2m1 via format.h, two per byte, low nibble first.
-__device__ __forceinline__ uint8_t requantize_half(uint4 raw, float gs, uint32_t& codes) {
-  float x[8];
-  bf16x8_to_f32(raw, x);
-  const float amax = abs_max<8>(x);
-  const uint8_t sc = nvfp4_scale_code(fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1)), gs);
-  const float inv = nvfp4_inv_scale(sc, gs);
-  codes = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    codes |= uint32_t(pack_e2m1(e2m1_from_f32(x[2 * j] * inv), e2m1_from_f32(x[2 * j + 1] * inv))) << (8 * j);
-  return sc;
 }
 
 // The 16 bf16 of h's logical block c of row `row` (k-permuted, gemm_internal.hpp kperm_index:
