@@ -185,9 +185,10 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
                                         kperm ? KOrder::kperm : KOrder::logical, stream);
   if (kperm && s.a_bf16) {
     s.a_kperm = true;
-    if (!sm90_gemm1(w, s, stream))  // (gemm1_reads_kperm said it takes it)
-      detail::fail_arg("gemm1: a_fp4: staged k-permuted for the wgmma kernels, which then declined it");
-    return;
+    if (sm90_gemm1(w, s, stream)) return;
+    // declined for its NVFP4 h (no staging for it where GEMM 2 does not take the wgmma
+    // kernels): A again, logical, for the kernels below
+    s = with_staged_activations(a, path, w, w.w13.K, a.a_gather, a.a_rows, KOrder::logical, stream);
   }
   if (path == GemmPath::naive) naive_gemm1(w, s, stream);
   else if (!(path == GemmPath::splitk && splitk_gemm1(w, s, stream)) &&
