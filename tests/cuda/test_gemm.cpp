@@ -2571,6 +2571,102 @@ TEST(CudaGemmLayout, KPermutationPutsALanesBlockInItsWords) {
     }
 }
 
+// The kernels' reading of the layout, emulated on the host: mma.m16n8k16 (PTX ISA fragments:
+// A a0 / a1 rows g / g + 8 at k 2t, 2t + 1, a2 / a3 at k 2t + 8, 2t + 9; B b0 at k 2t, 2t + 1 and
+// b1 at k 2t + 8, 2t + 9 of token g; C c0, c1 row g, c2, c3 row g + 8 at tokens 2t, 2t + 1) fed
+// with each lane's words decoded by frag_decode_word times its one scale pair
+// (frag_scale_select by t) and with B as the kernels read it: from logical rows (lane t's
+// words 8t + 2kk + {0, 1} of a k-block, the mma.sync kernels' GEMM 1) and from k-permuted rows
+// (words 8kk + 4h + t, kperm_index: GEMM 2 and the wgmma kernels), summed over the k-steps and
+// k-blocks. Both equal the logical dot products of the checkpoint's weights and x, for NVFP4
+// and MXFP4, K a whole number of k-blocks or not.
+TEST(CudaGemmLayout, HostMmaOfTheLayoutMatchesTheDotProducts) {
+  std::mt19937_64 rng(31);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const int block : {16, 32})
+    for (const int K : {128, block == 16 ? 80 : 96, 192 + block}) {
+      SCOPED_TRACE("block " + std::to_string(block) + " K " + std::to_string(K));
+      const int N = 16, T = 8, Kp = (K + kFragK - 1) / kFragK * kFragK;
+      detail::HostBytes data(size_t(N * K / 2)), scale(size_t(N * K / block));
+      for (auto& b : data) b = uint8_t(rng());
+      for (auto& c : scale) c = block == 32 ? uint8_t(120 + rng() % 12) : uint8_t(random_e4m3(rng) & 0x7E);
+      const HostFragments f =
+          build_fragments("w", data, scale, {1.0f}, 1, N, K, block, [](int64_t r, int64_t) { return r; });
+      std::vector<uint16_t> x(size_t(T * K)), xp(size_t(T * kperm_row(K)), 0);
+      for (auto& v : x) v = bf16_from_f32(nd(rng));
+      for (int n = 0; n < T; ++n)
+        for (int k = 0; k < K; ++k) xp[size_t(n * kperm_row(K) + kperm_index(k))] = x[size_t(n * K + k)];
+      auto bf = [](uint32_t word, int half) { return double(bf16_to_f32(uint16_t(word >> (16 * half)))); };
+      auto word_at = [](const std::vector<uint16_t>& row, int64_t w) {  // word w (two bf16) of a row, 0 past it
+        return 2 * w + 1 < int64_t(row.size()) ? uint32_t(row[size_t(2 * w)]) | uint32_t(row[size_t(2 * w + 1)]) << 16
+                                               : 0u;
+      };
+      const int sb = frag_scale_bytes(block);
+      for (const bool kperm : {false, true}) {
+        double c[16][8] = {};
+        for (int kb = 0; kb < Kp / kFragK; ++kb) {
+          const int64_t blk = frag_block_index(0, 0, int64_t(kb) * kFragK, N, Kp);
+          for (int kk = 0; kk < 4; ++kk) {
+            double A[16][16] = {}, B[16][8] = {};
+            for (int lane = 0; lane < 32; ++lane) {
+              const int g = lane / 4, t = lane % 4;
+              uint32_t a[4];
+              frag_decode_word(f.q[size_t(blk * kFragWords + lane * 4 + kk)], a);  // the word as in memory
+              int word, byte;
+              frag_scale_select(t, block == 32, &word, &byte);
+              const uint8_t* ws = f.scale.data() + blk * sb + g * (sb / 8) + word * 4;
+              const double s_lo = double(folded_scale(ws[byte], block)), s_hi = double(folded_scale(ws[byte + 1], block));
+              for (int e = 0; e < 2; ++e) {
+                // decoded values are e2m1 * 2^-126; folded_scale is |scale| * 2^-F: the product
+                // the kernels form, up to the 2^-126 the bf16 S carries
+                const double k2 = std::ldexp(1.0, 126);
+                A[g][2 * t + e] = bf(a[0], e) * k2 * s_lo;
+                A[g + 8][2 * t + e] = bf(a[1], e) * k2 * s_hi;
+                A[g][2 * t + 8 + e] = bf(a[2], e) * k2 * s_lo;
+                A[g + 8][2 * t + 8 + e] = bf(a[3], e) * k2 * s_hi;
+              }
+              // B of token g: logical rows (K long) or k-permuted (Kp long, zeros past K)
+              uint32_t b0, b1;
+              if (!kperm) {
+                const std::vector<uint16_t> row(x.begin() + g * K, x.begin() + (g + 1) * K);
+                const int64_t w0 = int64_t(kb) * 32 + 8 * t + 2 * kk;
+                const bool on = kb * kFragK + 16 * t < K;
+                b0 = on ? word_at(row, w0) : 0u;
+                b1 = on ? word_at(row, w0 + 1) : 0u;
+              } else {
+                const std::vector<uint16_t> row(xp.begin() + g * kperm_row(K), xp.begin() + (g + 1) * kperm_row(K));
+                b0 = word_at(row, int64_t(kb) * 32 + 8 * kk + t);
+                b1 = word_at(row, int64_t(kb) * 32 + 8 * kk + 4 + t);
+              }
+              for (int e = 0; e < 2; ++e) {
+                B[2 * t + e][g] = bf(b0, e);
+                B[2 * t + 8 + e][g] = bf(b1, e);
+              }
+            }
+            for (int r = 0; r < 16; ++r)
+              for (int n = 0; n < 8; ++n)
+                for (int k = 0; k < 16; ++k) c[r][n] += A[r][k] * B[k][n];
+          }
+        }
+        const double two_f = double(f.epi[0]);
+        for (int r = 0; r < 16; ++r)
+          for (int n = 0; n < T; ++n) {
+            double want = 0.0, mag = 0.0;
+            for (int k = 0; k < K; ++k) {
+              const uint8_t byte = data[size_t(r * (K / 2) + k / 2)];
+              const uint8_t sc = scale[size_t(r * (K / block) + k / block)];
+              const double w = double(e2m1_to_f32((k & 1) ? byte >> 4 : byte & 15)) *
+                               (block == 16 ? double(e4m3_to_f32(sc)) : std::ldexp(1.0, int(sc) - 127));
+              want += w * double(bf16_to_f32(x[size_t(n * K + k)]));
+              mag += std::fabs(w * double(bf16_to_f32(x[size_t(n * K + k)])));
+            }
+            ASSERT_NEAR(c[r][n] * two_f, want, 1e-12 * mag + 1e-30)
+                << (kperm ? "k-permuted" : "logical") << " B, row " << r << " token " << n;
+          }
+      }
+    }
+}
+
 // Layout index functions: every (row, k) of a block has its own nibble, scale indices
 // stay inside the block's scale bytes; the blocks of a last group's rows past N hold no
 // nibble; frag_block numbers (fragment row, k-block) of every group of every expert apart,
