@@ -34,14 +34,14 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem_r
                : "r"(a));
 }
 
-// cp.async.cg.shared.global [dst], [src], 16, src_size (§9.7.9.25): src_size 0 fills zeros.
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  const uint32_t d = uint32_t(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(gmem), "r"(valid ? 16 : 0));
-}
-// The same to a 32-bit shared-memory address.
+// cp.async.cg.shared.global [dst], [src], 16, src_size (§9.7.9.25) to a 32-bit shared-memory
+// address: src_size 0 fills zeros.
 __device__ __forceinline__ void cp_async_16(uint32_t smem, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
+}
+// The same to a generic pointer into shared memory.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  cp_async_16(uint32_t(__cvta_generic_to_shared(smem)), gmem, valid);
 }
 // cp.async.ca.shared.global [dst], [src], 8, src_size (8-byte copies may not use .cg).
 __device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool valid) {
