@@ -378,6 +378,7 @@ __device__ __forceinline__ int consume(const Params& p, const WeightMatrix& w, c
                                        int it, uint8_t* ring, float* partials, uint64_t* full, uint64_t* empty,
                                        ActRow act_row) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int s_byte = sm80::scale_word_byte(t, MX);  // the lane's scale pair's byte (kperm)
   const Mat m(w, p.kpw);
   const uint32_t decode_low = sm80::decode_table(w);
   const uint32_t mul16 = ptx::per_thread(16u, w.zero);  // (the scale's multiply an IMAD, as the decode kernels')
@@ -424,7 +425,7 @@ __device__ __forceinline__ int consume(const Params& p, const WeightMatrix& w, c
         const uint32_t* b = reinterpret_cast<const uint32_t*>(arow + (c * m.per + warp + kW * j) * kFragK * 2) + t;
         uint32_t sp[2];  // the rows' scale pairs, once for the four k-steps
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) sp[mt] = sm80::weight_scale_pair(ws[j][mt], sm80::scale_word_byte(t, MX), MX, mul16);
+        for (int mt = 0; mt < 2; ++mt) sp[mt] = sm80::scale_rows_bf16x2(ws[j][mt], s_byte, MX, mul16);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll

@@ -315,7 +315,7 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
       const BFrag<NT>& b = bf[d];
       uint32_t s[2];  // the rows' scale pairs, once for the four k-steps (kperm)
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) s[mt] = sm80::weight_scale_pair(ws[d][mt], s_byte, MX);
+      for (int mt = 0; mt < 2; ++mt) s[mt] = sm80::scale_rows_bf16x2(ws[d][mt], s_byte, MX);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
 #pragma unroll

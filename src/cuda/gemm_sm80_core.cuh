@@ -48,11 +48,6 @@ __device__ __forceinline__ int scale_word_byte(int t, bool mx) {
   frag_scale_select(t, mx, &word, &byte);
   return byte;
 }
-// The rows' scale pair of one fragment block (scale_rows_bf16x2 of the lane's scale word), built
-// once for its four k-steps.
-__device__ __forceinline__ uint32_t weight_scale_pair(uint32_t ws, int byte, bool mx, uint32_t mul16 = 16u) {
-  return scale_rows_bf16x2(ws, byte, mx, mul16);
-}
 
 // Entry j of the row tables of token tile `tile` of expert e, j in [0, kTok) (by default the
 // thread index: threads [0, kTok) call it).
@@ -210,7 +205,8 @@ __device__ __forceinline__ uint32_t decode_table(const WeightMatrix& w) {
 // registers: per 8 values, the table decode of frag_decode_word and 4 bf16x2 multiplies by
 // the folded block scale (exact), each by one half of the rows' scale pair s broadcast
 // (ptx::mul_bf16x2_low / _high: operand selectors of the multiply, no extra instruction); s is
-// the fragment block's weight_scale_pair, the same for its four k-steps (kperm).
+// the fragment block's pair (scale_rows_bf16x2 of the lane's scale word), the same for its
+// four k-steps (kperm).
 // The mma.sync kernels (the fast path, the decode kernels: kMmaSyncHighByF16) move their
 // selectors' upper halves down by an f16 multiply (frag_decode_word's kHighByF16): on the H200
 // under its power cap, 4.9 / 5.8% faster at deepseek-v3 T = 128 / kimi-k2 T = 8 than by shifts

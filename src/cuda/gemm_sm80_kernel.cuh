@@ -305,7 +305,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
       for (int mt = 0; mt < 2; ++mt) {  // at the offsets above (which hold the lane's parts: 0, 0)
         uint32_t ws;
         sm80::load_weight_frag(st + (w_lds + mt * (kFragWords * 4)), st + (s_lds + mt * 64), 0, 0, wq[mt], ws);
-        sp[mt] = sm80::weight_scale_pair(ws, int(s_byte), mx, mul16);
+        sp[mt] = sm80::scale_rows_bf16x2(ws, int(s_byte), mx, mul16);
       }
 #pragma unroll
       for (int kp = 0; kp < 2; ++kp) {  // k-steps 2kp, 2kp+1

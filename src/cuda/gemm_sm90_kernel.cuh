@@ -341,7 +341,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
         uint32_t ws = 0u;
         wq[mt] = make_uint4(0u, 0u, 0u, 0u);  // past the last fragment row: zero weights, outputs not written
         if (row_ok[mt]) sm80::load_weight_frag(frag, scales, lane, s_off, wq[mt], ws);
-        sp[mt] = sm80::weight_scale_pair(ws, s_byte, mx);
+        sp[mt] = sm80::scale_rows_bf16x2(ws, s_byte, mx);
       }
       // k-step kk reads B bytes 32kk..32kk+31 of each token row: start address + 32kk (the
       // hardware applies the swizzle to the full address, so the offset stays inside the row).
@@ -1270,7 +1270,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
           uint32_t ws;
           sm80::load_weight_frag(st + uint32_t(T::kBBytes + (fb + mt) * (kFragWords * 4)),
                                  st + uint32_t(T::kBBytes + T::kWBytes + (fb + mt) * sb), lane, s_off, wq[mt], ws);
-          sp[mt] = sm80::weight_scale_pair(ws, s_byte, mx, mul16_c);
+          sp[mt] = sm80::scale_rows_bf16x2(ws, s_byte, mx, mul16_c);
         }
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)

@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
           const int blk = (2 * warp + mt) * kSB + kc;
           uint32_t ws;
           sm80::load_weight_frag(st + blk * (kFragWords * 4), st + S::kWBytes + blk * 64, lane, s_off, wq[mt], ws);
-          sp[mt] = sm80::weight_scale_pair(ws, s_byte, mx);
+          sp[mt] = sm80::scale_rows_bf16x2(ws, s_byte, mx);
         }
 #pragma unroll
         for (int kp = 0; kp < 2; ++kp) {  // k-steps 2kp, 2kp+1

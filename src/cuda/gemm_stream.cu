@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
           uint4 wq;
           uint32_t ws;
           sm80::load_weight_frag(st + mt * 512, st + 1024 + mt * 64, lane, s_off, wq, ws);
-          const uint32_t sp = sm80::weight_scale_pair(ws, s_byte, mx);  // once for the four k-steps (kperm)
+          const uint32_t sp = sm80::scale_rows_bf16x2(ws, s_byte, mx);  // once for the four k-steps (kperm)
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
             uint32_t a[4];
