@@ -20,6 +20,7 @@
 #include "cuda/common/device.hpp"
 #include "cuda/decode_layer.hpp"
 #include "cuda/gemm.hpp"
+#include "cuda/gemm_internal.hpp"
 #include "cuda/pipeline.hpp"
 
 namespace fp4moe::detail {
@@ -69,9 +70,10 @@ class DeviceArray {
 //                                          (a_values): x's NVFP4 values, e2m1 * e4m3
 //   a_fp4      u8 (A_rows, H/2)            W4A4 otherwise: GEMM-1 input, two e2m1 per byte
 //   a_scale    e4m3 (A_rows, H/16)         its linear block scales
-//   h_bf16     bf16 (rows, I)              W4A16: act(gate, up); W4A4 with a_values: its
-//                                          NVFP4 requantization's values, e2m1 * e4m3
-//   h_fp4      u8 (rows, I/2)              W4A4 otherwise: act(gate, up) requantized
+//   h_bf16     bf16 (rows, Ir)             W4A16: act(gate, up); W4A4 with a_values: its
+//                                          NVFP4 requantization's values, e2m1 * e4m3; h is
+//                                          k-permuted, Ir = kperm_row(I) (cuda/gemm.hpp)
+//   h_fp4      u8 (rows, Ir/2)             W4A4 otherwise: act(gate, up) requantized
 //   h_scale    e4m3 (rows, I/16)           its linear block scales
 //   y          f32 (rows, H)               GEMM-2 output, one row per routed slot
 //   partials   (gemm_scratch_bytes)        the GEMM path's scratch: splitk, stream, sm90 and decode for W4A4
@@ -88,8 +90,8 @@ struct Layout {
   size_t total = 0;
 };
 
-Layout layout(const LayerDesc& d, bool a_values, int64_t num_local, int64_t a_rows, int64_t rows, int64_t slots,
-              size_t partials_bytes) {
+Layout layout(const LayerDesc& d, bool a_values, bool a_kperm, int64_t num_local, int64_t a_rows, int64_t rows,
+              int64_t slots, size_t partials_bytes) {
   Layout l;
   if (rows <= 0) return l;
   const bool w4a4 = d.act_quant == ActQuant::nvfp4;
@@ -107,11 +109,13 @@ Layout layout(const LayerDesc& d, bool a_values, int64_t num_local, int64_t a_ro
   l.row_token = take(size_t(slots) * 4);
   l.slot_row = take(size_t(slots) * 4);
   const bool fp4_data = w4a4 && !a_values;  // the activations as NVFP4 data and scales
-  l.a_bf16 = take(fp4_data ? 0 : size_t(a_rows) * H * 2);
+  // (a_kperm: k-permuted rows of kperm_row(H) for the wgmma kernels, cuda/gemm.hpp gemm1_reads_kperm)
+  l.a_bf16 = take(fp4_data ? 0 : size_t(a_rows) * size_t(a_kperm ? cuda::kperm_row(int64_t(H)) : int64_t(H)) * 2);
   l.a_fp4 = take(fp4_data ? size_t(a_rows) * H / 2 : 0);
   l.a_scale = take(fp4_data ? size_t(a_rows) * H / 16 : 0);
-  l.h_bf16 = take(fp4_data ? 0 : size_t(rows) * I * 2);
-  l.h_fp4 = take(fp4_data ? size_t(rows) * I / 2 : 0);
+  const size_t Ir = size_t(cuda::kperm_row(int64_t(I)));  // h is k-permuted (cuda/gemm.hpp Gemm1Args)
+  l.h_bf16 = take(fp4_data ? 0 : size_t(rows) * Ir * 2);
+  l.h_fp4 = take(fp4_data ? size_t(rows) * Ir / 2 : 0);
   l.h_scale = take(fp4_data ? size_t(rows) * I / 16 : 0);
   l.y = take(size_t(rows) * H * 4);
   l.partials = take(partials_bytes);
@@ -149,11 +153,11 @@ class CudaBackend final : public Backend {
 
   size_t workspace_size(int64_t T) const override {
     const int64_t slots = T * desc.top_k;
-    return layout(desc, a_values_, num_local, T, slots, slots, partials_bytes(slots, false)).total;
+    return layout(desc, a_values_, kperm_a(slots), num_local, T, slots, slots, partials_bytes(slots, false)).total;
   }
   size_t batched_workspace_size(int64_t M) const override {
     const int64_t rows = num_local * M;
-    return layout(desc, a_values_, num_local, rows, rows, 0, partials_bytes(rows, true)).total;
+    return layout(desc, a_values_, kperm_a(rows), num_local, rows, rows, 0, partials_bytes(rows, true)).total;
   }
 
   void forward(const ForwardArgs& args) const override {
@@ -163,7 +167,8 @@ class CudaBackend final : public Backend {
     if (args.apply_router_weight_on_input && k != 1)
       fail(ErrorKind::unsupported, "forward: apply_router_weight_on_input: got top_k " + std::to_string(k) +
                                        ", need top_k == 1 on the cuda backend");
-    const Layout l = layout(desc, a_values_, num_local, T, T * k, T * k, partials_bytes(T * k, false));
+    const bool kperm = kperm_a(T * k);
+    const Layout l = layout(desc, a_values_, kperm, num_local, T, T * k, T * k, partials_bytes(T * k, false));
     const TensorView& ws = args.workspace;
     auto stream = static_cast<cudaStream_t>(args.stream);
     DeviceGuard guard(device_id);
@@ -200,9 +205,9 @@ class CudaBackend final : public Backend {
     // kernel, the preparation runs first and the permute as its programmatic dependent, so the
     // chain to GEMM 1 has no full launch gap (FP4MOE_PREP_FIRST=0: the permute first).
     cuda::Gemm1Args g1;
-    const bool prep_first = prepare_launches(src) && cuda::permute_one_kernel(T * k, num_local) &&
+    const bool prep_first = prepare_launches(src, kperm) && cuda::permute_one_kernel(T * k, num_local) &&
                             cuda::decode_pdl(device_id) && !cuda::env_switch("FP4MOE_PREP_FIRST", '0');
-    if (prep_first) prepare_a(src, l, ws, g1, stream);
+    if (prep_first) prepare_a(src, l, ws, g1, kperm, stream);
     p.dependent = prep_first;
     const bool permuted_by_kernel = cuda::permute(p, stream);
 
@@ -212,7 +217,7 @@ class CudaBackend final : public Backend {
     g1.rows = rows;
     g1.a_gather = p.row_token;
     g1.a_rows = T;
-    if (!prep_first) prepare_a(src, l, ws, g1, stream);
+    if (!prep_first) prepare_a(src, l, ws, g1, kperm, stream);
     set_h(l, ws, g1);
     g1.after_kernel = permuted_by_kernel;  // the permute's last kernel, or the A preparation's after it or before it
     if (T == 1) g1.one_token = {p.topk_ids, p.expert_map, p.E, int(k), p.slot_row};
@@ -245,7 +250,8 @@ class CudaBackend final : public Backend {
     const bool x_fp4 = X.dtype == DType::u8;
     if (x_fp4 && !w4a4)
       fail_arg("forward_batched: hidden_states: got NVFP4 data (u8), need bf16|f16|f32 for a W4A16 layer");
-    const Layout l = layout(desc, a_values_, L, L * M, L * M, 0, partials_bytes(L * M, true));
+    const bool kperm = kperm_a(L * M);
+    const Layout l = layout(desc, a_values_, kperm, L, L * M, L * M, 0, partials_bytes(L * M, true));
     const TensorView& ws = args.workspace;
     auto stream = static_cast<cudaStream_t>(args.stream);
     DeviceGuard guard(device_id);
@@ -276,7 +282,7 @@ class CudaBackend final : public Backend {
       src.row_stride = H;  // contiguous [E_local, M, H] (validated by the API)
       src.group_count = count;
       src.M = M;
-      prepare_a(src, l, ws, g1, stream);
+      prepare_a(src, l, ws, g1, kperm, stream);
     }
     set_h(l, ws, g1);
     g1.after_kernel = true;  // the batched counts' kernel (L > 0), or the A preparation's after it
@@ -341,19 +347,25 @@ class CudaBackend final : public Backend {
   static bool x_as_is(const cuda::ActRows& src) {
     return src.dtype == DType::bf16 && !src.row_weight && src.row_stride == src.K;
   }
+  // Whether GEMM 1 reads x k-permuted at these rows (the wgmma kernels: cuda/gemm.hpp
+  // gemm1_reads_kperm): prepare_a then writes it so.
+  bool kperm_a(int64_t rows_bound) const { return cuda::gemm1_reads_kperm(*dw_, path_, rows_bound); }
   // Whether prepare_a launches a kernel: every case but a W4A16 layer's x taken as it is.
-  bool prepare_launches(const cuda::ActRows& src) const {
-    return a_values_ || desc.act_quant == ActQuant::nvfp4 || !x_as_is(src);
+  bool prepare_launches(const cuda::ActRows& src, bool kperm) const {
+    return a_values_ || desc.act_quant == ActQuant::nvfp4 || !x_as_is(src) || kperm;
   }
 
   // GEMM-1 input: NVFP4 (W4A4) as its bf16 values where the path runs them (a_values_) or as
-  // NVFP4 data, x itself (bf16, unweighted), or x converted to bf16.
-  void prepare_a(const cuda::ActRows& src, const Layout& l, const TensorView& ws, cuda::Gemm1Args& g1,
+  // NVFP4 data, x itself (bf16, unweighted), or x converted to bf16; bf16 k-permuted where
+  // GEMM 1 runs the wgmma kernels (kperm: Gemm1Args::a_kperm).
+  void prepare_a(const cuda::ActRows& src, const Layout& l, const TensorView& ws, cuda::Gemm1Args& g1, bool kperm,
                  cudaStream_t stream) const {
+    const cuda::KOrder order = kperm ? cuda::KOrder::kperm : cuda::KOrder::logical;
     if (a_values_) {
       uint16_t* a = at<uint16_t>(ws, l.a_bf16);
-      cuda::act_to_nvfp4_values(src, 1.0f / a13_dq_, a, stream);
+      cuda::act_to_nvfp4_values(src, 1.0f / a13_dq_, a, stream, order);
       g1.a_bf16 = a;
+      g1.a_kperm = kperm;
       g1.a_dq = a13_dq_;
     } else if (desc.act_quant == ActQuant::nvfp4) {
       uint8_t* data = at<uint8_t>(ws, l.a_fp4);
@@ -362,12 +374,13 @@ class CudaBackend final : public Backend {
       g1.a_fp4 = data;
       g1.a_scale = scale;
       g1.a_dq = a13_dq_;
-    } else if (x_as_is(src)) {
+    } else if (x_as_is(src) && !kperm) {
       g1.a_bf16 = static_cast<const uint16_t*>(src.x);
     } else {
       uint16_t* a = at<uint16_t>(ws, l.a_bf16);
-      cuda::act_to_bf16(src, a, stream);
+      cuda::act_to_bf16(src, a, stream, order);
       g1.a_bf16 = a;
+      g1.a_kperm = kperm;
     }
   }
 

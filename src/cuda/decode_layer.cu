@@ -282,25 +282,30 @@ __device__ __forceinline__ void group_slots(const Params& p, int n, Groups& G) {
   }
 }
 
-// x into shared memory as GEMM 1's input (bf16; W4A4: its NVFP4 values in bf16), by consumer
-// warps 1..kW-1 while warp 0 groups the slots.
+// Pairs of bf16 (words) of logical k c, c + 2, .. (c % 4 == 0, n words) of a row at `row`,
+// stored k-permuted (gemm_internal.hpp kperm_index: a pair stays whole).
+__device__ __forceinline__ void store_kperm_words(uint8_t* row, int c, const uint32_t* wd, int n) {
+  for (int j = 0; j < n; ++j) *reinterpret_cast<uint32_t*>(row + kperm_index(c + 2 * j) * 2) = wd[j];
+}
+
+// x into shared memory as GEMM 1's input (bf16; W4A4: its NVFP4 values in bf16), k-permuted as
+// the consumers read B (MMA order), by consumer warps 1..kW-1 while warp 0 groups the slots.
 __device__ __forceinline__ void stage_x(const Params& p, uint8_t* act) {
   const int K1 = p.w13.K, Kp1 = p.w13.Kp;
   const int first = 32, stride = (kW - 1) * 32;
   if (p.w4a4) {
     for (int i = int(threadIdx.x) - first; i < p.T * (Kp1 / kNvfp4Block); i += stride) {
       const int r = i / (Kp1 / kNvfp4Block), b = i % (Kp1 / kNvfp4Block);
-      uint4* o = reinterpret_cast<uint4*>(act + size_t(r) * p.x_row_bytes + b * kNvfp4Block * 2);
-      if (b * kNvfp4Block >= K1) {
-        o[0] = o[1] = make_uint4(0u, 0u, 0u, 0u);
-        continue;
+      uint8_t* o = act + size_t(r) * p.x_row_bytes;
+      uint32_t v[2][4] = {{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}};
+      if (b * kNvfp4Block < K1) {
+        uint32_t lo, hi;
+        const float sc = e4m3_to_f32(act::quantize_block(p.x, r, b, p.gs1, lo, hi));
+        nvfp4_values_bf16x8(lo, sc, v[0]);
+        nvfp4_values_bf16x8(hi, sc, v[1]);
       }
-      uint32_t lo, hi, v[4];
-      const float sc = e4m3_to_f32(act::quantize_block(p.x, r, b, p.gs1, lo, hi));
-      nvfp4_values_bf16x8(lo, sc, v);
-      o[0] = make_uint4(v[0], v[1], v[2], v[3]);
-      nvfp4_values_bf16x8(hi, sc, v);
-      o[1] = make_uint4(v[0], v[1], v[2], v[3]);
+      store_kperm_words(o, b * kNvfp4Block, v[0], 4);
+      store_kperm_words(o, b * kNvfp4Block + 8, v[1], 4);
     }
   } else {
     for (int i = int(threadIdx.x) - first; i < p.T * (Kp1 / 8); i += stride) {
@@ -313,7 +318,7 @@ __device__ __forceinline__ void stage_x(const Params& p, uint8_t* act) {
         for (int j = 0; j < 4; ++j)
           wd[j] = uint32_t(bf16_from_f32(v[2 * j])) | (uint32_t(bf16_from_f32(v[2 * j + 1])) << 16);
       }
-      *reinterpret_cast<uint4*>(act + size_t(r) * p.x_row_bytes + c * 2) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
+      store_kperm_words(act + size_t(r) * p.x_row_bytes, c, wd, 4);
     }
   }
 }
@@ -373,6 +378,7 @@ __device__ __forceinline__ int consume(const Params& p, const WeightMatrix& w, c
                                        int it, uint8_t* ring, float* partials, uint64_t* full, uint64_t* empty,
                                        ActRow act_row) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int s_byte = sm80::scale_word_byte(t, MX);  // the lane's scale pair's byte (kperm)
   const Mat m(w, p.kpw);
   const uint32_t decode_low = sm80::decode_table(w);
   const uint32_t mul16 = ptx::per_thread(16u, w.zero);  // (the scale's multiply an IMAD, as the decode kernels')
@@ -399,7 +405,7 @@ __device__ __forceinline__ int consume(const Params& p, const WeightMatrix& w, c
       // k-blocks warp + kW * j of the stage, j < kpw: their loads first, then the MMAs
       const uint8_t* st = ring + size_t(s) * m.bytes();
       uint4 wq[kMaxKpw][2];
-      uint2 ws[kMaxKpw][2];
+      uint32_t ws[kMaxKpw][2];  // the lane's scale word (rows g, g+8 of column t: kperm)
       bool on[kMaxKpw];
 #pragma unroll
       for (int j = 0; j < kMaxKpw; ++j) {
@@ -409,20 +415,23 @@ __device__ __forceinline__ int consume(const Params& p, const WeightMatrix& w, c
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           wq[j][mt] = *reinterpret_cast<const uint4*>(st + (kl * 2 + mt) * kFragBytes + lane * 16);
-          const uint8_t* sp = st + 2 * m.per * kFragBytes + (kl * 2 + mt) * m.sb + g * (m.sb / 8);
-          ws[j][mt] = MX ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
+          const uint8_t* sp = st + 2 * m.per * kFragBytes + (kl * 2 + mt) * m.sb + sm80::scale_word_offset(g, t, m.sb);
+          ws[j][mt] = *reinterpret_cast<const uint32_t*>(sp);
         }
       }
 #pragma unroll
       for (int j = 0; j < kMaxKpw; ++j) {
         if (!on[j]) continue;
         const uint32_t* b = reinterpret_cast<const uint32_t*>(arow + (c * m.per + warp + kW * j) * kFragK * 2) + t;
+        uint32_t sp[2];  // the rows' scale pairs, once for the four k-steps
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) sp[mt] = sm80::scale_rows_bf16x2(ws[j][mt], s_byte, MX, mul16);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
             uint32_t a[4];
-            sm80::weight_a_frag(a, wq[j][mt], ws[j][mt], kk, MX, decode_low, mul16);
+            sm80::weight_a_frag(a, wq[j][mt], sp[mt], kk, decode_low);
             ptx::mma_m16n8k16_bf16(acc[mt][0], a, b[kk * 8], b[kk * 8 + 4]);
           }
       }
@@ -550,7 +559,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
     if (threadIdx.x == 0) stamp<TR>(p, kTrBarrier1);
 
     // ---- 4. the h rows of the CTA's GEMM 2 groups, GEMM 2 ----
-    const int I = p.w2.K, Ip = p.w2.Kp;
+    const int Ip = p.w2.Kp;  // h's k-permuted rows
     const int gfirst = b1 > b0 ? b0 / m2.RP : 0, glast = b1 > b0 ? (b1 - 1) / m2.RP : -1;
     const int rows = glast >= gfirst ? G.off[glast + 1] - G.off[gfirst] : 0;
     for (int i = threadIdx.x; i < rows * (Ip / 8); i += kW * 32) {
@@ -559,8 +568,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
       int gi = gfirst;
       while (G.off[gi + 1] - G.off[gfirst] <= r) ++gi;
       const int slot = G.slot[gi][r - (G.off[gi] - G.off[gfirst])];
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (c < I) v = __ldcg(reinterpret_cast<const uint4*>(p.h + size_t(slot) * I + c));
+      // h: k-permuted rows of Ip (GEMM 1's epilogue wrote the zeros past I), copied as they are
+      const uint4 v = __ldcg(reinterpret_cast<const uint4*>(p.h + size_t(slot) * Ip + c));
       *reinterpret_cast<uint4*>(act + size_t(r) * p.h_row_bytes + c * 2) = v;
     }
     ptx::named_barrier_sync(1, kW * 32);

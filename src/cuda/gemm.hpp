@@ -34,6 +34,11 @@ class DeviceWeights {
 };
 std::unique_ptr<DeviceWeights> upload_weights(const detail::HostWeights& w, int device);
 
+// The k order of an activation row (x, h): logical, or k-permuted (gemm_internal.hpp
+// kperm_index; a k-permuted row holds kperm_row(K) entries, zeros past K).
+enum class KOrder { logical, kperm };
+inline constexpr int64_t kperm_row(int64_t K) { return (K + 63) / 64 * 64; }
+
 struct ExpertRows {
   const int32_t* begin = nullptr;    // device [E_local]: first row of expert e
   const int32_t* count = nullptr;    // device [E_local]: rows of expert e (0 allowed)
@@ -57,12 +62,17 @@ struct Gemm1Args {
   // sm90 path dequantizes exactly these rows to bf16 first (at most row_space of them); 0
   // (unknown) sends such a GEMM to the fast path. Not read otherwise.
   int64_t a_rows = 0;
-  // h = act(gate, up) (+ biases), one of: bf16 [row_space, I], or NVFP4 requantized with
-  // q_scale h_gs (W4A4: data [row_space, I/2], linear e4m3 scales [row_space, I/16]).
+  // A (bf16) k-permuted (gemm_internal.hpp kperm_index: rows of kperm_row(H), zeros past H), as
+  // the wgmma kernels read it; else logical, as the others do. With it, GEMM 1 must run the
+  // wgmma kernels (else gemm1 fails naming it); without, the wgmma kernels decline.
+  bool a_kperm = false;
+  // h = act(gate, up) (+ biases), k-permuted (rows of Ir = kperm_row(I) entries, zeros past I:
+  // what every GEMM 2 kernel reads), one of: bf16 [row_space, Ir], or NVFP4 requantized with
+  // q_scale h_gs (W4A4: data [row_space, Ir/2], linear e4m3 scales [row_space, I/16], logical).
   uint16_t* h_bf16 = nullptr;
   uint8_t* h_fp4 = nullptr;
   uint8_t* h_scale = nullptr;
-  // Or, alone, NVFP4 h (q_scale h_gs) as its values e2m1 * e4m3, exactly in bf16 [row_space, I]:
+  // Or, alone, NVFP4 h (q_scale h_gs) as its values e2m1 * e4m3, exactly in bf16 [row_space, Ir]:
   // what gemm2 then takes as a_bf16 with a_dq = 1 / h_gs. Only on the paths that run NVFP4
   // activations as values (gemm_stages_activations).
   uint16_t* h_values = nullptr;
@@ -95,7 +105,8 @@ struct Gemm1Args {
 
 struct Gemm2Args {
   ExpertRows rows;
-  // A = h, as written by gemm1 (bf16, or NVFP4 with dq_scale a_dq).
+  // A = h, as written by gemm1: k-permuted rows of kperm_row(I) (bf16, or NVFP4 with dq_scale
+  // a_dq, its scales logical [*, I/16]).
   const uint16_t* a_bf16 = nullptr;
   const uint8_t* a_fp4 = nullptr;
   const uint8_t* a_scale = nullptr;
@@ -138,6 +149,11 @@ size_t gemm_scratch_bytes(const DeviceWeights& w, GemmPath path, int64_t rows_bo
 // and a caller that has the activations unquantized can hand them over as those values at
 // once (act_to_nvfp4_values) with a_dq. False for W4A16 layers.
 bool gemm_stages_activations(const DeviceWeights& w, GemmPath path);
+
+// Whether gemm1 runs the wgmma kernels at `rows_bound` rows on `path`: they read A k-permuted
+// (Gemm1Args::a_kperm), so a caller that prepares A anyway writes it so (act_to_bf16,
+// act_to_nvfp4_values with KOrder::kperm). NVFP4 A is staged so by gemm1 itself.
+bool gemm1_reads_kperm(const DeviceWeights& w, GemmPath path, int64_t rows_bound);
 
 // Bytes of fp32 partials the splitk path needs for gemm1 and gemm2 of `rows_bound` rows in a
 // row space of `row_space` rows (the larger of the two; they run one after the other, so one

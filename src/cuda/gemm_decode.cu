@@ -142,28 +142,38 @@ struct Params {
 };
 
 // One lane's B fragments of one k-block: b[nt][2kk], b[nt][2kk+1] are the mma's b0, b1 of
-// k-step kk for token nt * 8 + g (k = 16kk + 2t + {0, 1} and + 8).
+// k-step kk for token nt * 8 + g (MMA positions 16kk + 2t + {0, 1} and + 8: logical k
+// 16t + 4kk + {0, 1} and {2, 3}, gemm_internal.hpp kperm).
 template <int NT>
 struct BFrag {
   uint32_t b[NT][8];
 };
 
-// bf16 A: 8 words per token of one k-block, from `row` (the row's words at that k-block).
-// TAIL: the k-block K ends in, whose first k is k0: its k-steps at or past K read as zeros
-// (K % 16 == 0). NC: through the read-only path (GEMM 1's x). GEMM 2's h is written by the grid
-// it may run beside (a programmatic dependent): the compiler moves read-only loads above
-// grid_dependency_wait (seen in the SASS), so h takes plain coherent loads.
-template <int NT, bool TAIL, bool NC>
-__device__ __forceinline__ void load_b_bf16(BFrag<NT>& f, const uint32_t* const (&row)[NT], int k0, int K) {
+// bf16 A of one k-block, from `row` (the row's words at that k-block, plus the lane's offset).
+// GEMM 1's x is logical: lane t's 8 words are words 8t .. 8t + 7, two 16-byte loads through the
+// read-only path; TAIL: the k-block K ends in, whose first k is k0: a lane whose block starts at
+// or past K reads zeros (K % 16 == 0). GEMM 2's h is k-permuted (rows kperm_row(K) long, zeros
+// past K, so no tail): its words 8kk + 4h + t. h is written by the grid this one may run beside
+// (a programmatic dependent): the compiler moves read-only loads above grid_dependency_wait
+// (seen in the SASS), so h takes plain coherent loads.
+template <int NT, bool TAIL, bool GEMM1>
+__device__ __forceinline__ void load_b_bf16(BFrag<NT>& f, const uint32_t* const (&row)[NT], int k0, int K, int t) {
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
+  for (int nt = 0; nt < NT; ++nt) {
+    if constexpr (GEMM1) {
+      const uint4* src = reinterpret_cast<const uint4*>(row[nt]);
+      const bool on = !TAIL || k0 + 16 * t < K;
+      const uint4 lo = on ? __ldg(src) : make_uint4(0u, 0u, 0u, 0u);
+      const uint4 hi = on ? __ldg(src + 1) : make_uint4(0u, 0u, 0u, 0u);
+      f.b[nt][0] = lo.x, f.b[nt][1] = lo.y, f.b[nt][2] = lo.z, f.b[nt][3] = lo.w;
+      f.b[nt][4] = hi.x, f.b[nt][5] = hi.y, f.b[nt][6] = hi.z, f.b[nt][7] = hi.w;
+    } else {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
+      for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t* src = row[nt] + kk * 8 + h * 4;  // words of two bf16
-        f.b[nt][2 * kk + h] = (!TAIL || k0 + kk * 16 < K) ? (NC ? __ldg(src) : *src) : 0u;
-      }
+        for (int h = 0; h < 2; ++h) f.b[nt][2 * kk + h] = row[nt][kk * 8 + h * 4];  // words of two bf16
+    }
+  }
 }
 
 // ONE (GEMM 1 only): one token, a CTA per top-k slot, its expert from the layer's inputs (the
@@ -186,6 +196,7 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
   const int nb = 2 * blockIdx.x;  // the CTA's fragment rows nb, nb + 1
   const int sb = frag_scale_bytes(MX ? 32 : 16);
+  const int s_byte = sm80::scale_word_byte(t, MX);
   const uint32_t decode_low = sm80::decode_table(w);
   const int kb0 = warp * p.kb_per_split, kb1 = min(KB, kb0 + p.kb_per_split);
   // GEMM 1 as a programmatic dependent (decode_pdl): the rows, A and its gather are written by
@@ -226,17 +237,17 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
     // Each k-block below adds a constant to these pointers (immediate offsets): kFragGroup blocks
     // (gemm_internal.hpp frag_block; the pair's two blocks of a k-block are side by side).
     const uint4* wp[2];
-    const uint8_t* sp[2];
+    const uint8_t* sp[2];  // the lane's scale word (rows g, g+8 of column t: kperm)
     // (nb is even: the pair's rows are one group's, side by side.)
     const int64_t blk0 = frag_block(e, nb, kb0, w.groups, KB);
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
       const int64_t blk = blk0 + (mt == 1 && nb + 1 < NB ? 1 : 0);
       wp[mt] = reinterpret_cast<const uint4*>(w.q + blk * kFragWords) + lane;
-      sp[mt] = w.scale + blk * sb + g * (sb / 8);
+      sp[mt] = w.scale + blk * sb + sm80::scale_word_offset(g, t, sb);
     }
     uint4 wq[2][2];  // [stage][m-tile]
-    uint2 ws[2][2];
+    uint32_t ws[2][2];
     constexpr int kWStep = kFragGroup * kFragWords / 4;  // uint4 per k-block of one fragment row
     constexpr int kSStep = kFragGroup;                    // scale blocks (sb bytes) likewise
     // k-block kb0 + o (o: a constant) of the weights into stage d.
@@ -244,9 +255,7 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         wq[d][mt] = __ldcs(wp[mt] + o * kWStep);
-        const uint8_t* s = sp[mt] + o * kSStep * sb;
-        ws[d][mt] = MX ? make_uint2(__ldcs(reinterpret_cast<const uint32_t*>(s)), 0u)
-                       : __ldcs(reinterpret_cast<const uint2*>(s));
+        ws[d][mt] = __ldcs(reinterpret_cast<const uint32_t*>(sp[mt] + o * kSStep * sb));
       }
     };
     if constexpr (ONE) {
@@ -271,7 +280,9 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int64_t r0 = s_arow[nt * 8 + g];
-      bp[nt] = reinterpret_cast<const uint32_t*>(p.a_bf16 + (r0 >= 0 ? r0 : s_arow[0]) * K) + kb0 * (kFragK / 2) + t;
+      // x logical (lane t: words 8t ..), h k-permuted in rows of Kp (lane t: words t, 4 + t, ..)
+      bp[nt] = reinterpret_cast<const uint32_t*>(p.a_bf16 + (r0 >= 0 ? r0 : s_arow[0]) * (GEMM1 ? K : w.Kp)) +
+               kb0 * (kFragK / 2) + (GEMM1 ? 8 * t : t);
     }
     BFrag<NT> bf[2];
     constexpr int kBStep = kFragK / 2;  // words of two bf16 per activation row and k-block
@@ -280,8 +291,8 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
       const uint32_t* row[NT];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) row[nt] = bp[nt] + o * kBStep;
-      if (tail) load_b_bf16<NT, true, GEMM1>(f, row, kb * kFragK, K);
-      else load_b_bf16<NT, false, GEMM1>(f, row, 0, K);
+      if (tail) load_b_bf16<NT, true, GEMM1>(f, row, kb * kFragK, K, t);
+      else load_b_bf16<NT, false, GEMM1>(f, row, 0, K, t);
     };
     // The pointers, moved on by n k-blocks.
     auto advance = [&](int n) {
@@ -302,12 +313,15 @@ __global__ void __maxnreg__(kMaxRegs) decode_grouped_gemm(const Params p) {
     // loaded by the caller.
     auto compute = [&](int d, int o, int k) {
       const BFrag<NT>& b = bf[d];
+      uint32_t s[2];  // the rows' scale pairs, once for the four k-steps (kperm)
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) s[mt] = sm80::scale_rows_bf16x2(ws[d][mt], s_byte, MX);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           uint32_t a[4];
-          sm80::weight_a_frag<sm80::kMmaSyncHighByF16>(a, wq[d][mt], ws[d][mt], kk, MX, decode_low);
+          sm80::weight_a_frag<sm80::kMmaSyncHighByF16>(a, wq[d][mt], s[mt], kk, decode_low);
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, b.b[nt][2 * kk], b.b[nt][2 * kk + 1]);
         }
@@ -438,6 +452,12 @@ Params base_params(const DecodeConfig& c, const WeightMatrix& w, const ExpertRow
 }  // namespace
 
 int64_t decode_launches() { return g_launches.load(std::memory_order_relaxed); }
+
+bool decode_gemm1_takes(const CudaWeights& cw, int64_t rows_bound) {
+  const WeightMatrix& w = cw.w13;
+  const DecodeProblem pb{rows_bound, w.num_experts, w.N, w.K, multiprocessor_count(cw.device)};
+  return choose_decode_config(pb, decode_splits(), decode_edge()).use;
+}
 
 namespace {
 std::atomic<int> g_splits{-1};  // decode_splits: -1 not read yet; 0 the rule

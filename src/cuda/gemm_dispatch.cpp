@@ -54,9 +54,11 @@ bool stages_activations(GemmPath path, const CudaWeights& w) {
 // `a` with its NVFP4 A (K columns) replaced by a bf16 copy in the scratch; unchanged when the
 // path does not stage or the copy cannot be made (no or too small or misaligned scratch, or A
 // read through a gather with its row count unknown): then the kernels decode NVFP4 A.
+// `in`: the NVFP4 A's k order (GEMM 1's x logical, GEMM 2's h k-permuted); `out`: the staged
+// copy's (k-permuted for the wgmma kernels and for h, rows of kperm_row(K)).
 template <class Args>
 Args with_staged_activations(const Args& a, GemmPath path, const CudaWeights& w, int64_t K, const int32_t* gather,
-                             int64_t a_rows, cudaStream_t stream) {
+                             int64_t a_rows, KOrder in, KOrder out_order, cudaStream_t stream) {
   if (!a.a_fp4 || !stages_activations(path, w)) return a;
   const int64_t H = w.w13.K, I = w.w13.N / 2;
   if (!a.partials || reinterpret_cast<uintptr_t>(a.partials) % 16 ||
@@ -65,7 +67,8 @@ Args with_staged_activations(const Args& a, GemmPath path, const CudaWeights& w,
   if (gather && (a_rows <= 0 || a_rows > a.rows.row_space)) return a;
   Args s = a;
   uint16_t* out = reinterpret_cast<uint16_t*>(a.partials);
-  stage_nvfp4_to_bf16(a.a_fp4, a.a_scale, K, a.rows, w.w13.num_experts, gather ? a_rows : 0, out, stream);
+  stage_nvfp4_to_bf16(a.a_fp4, a.a_scale, K, a.rows, w.w13.num_experts, gather ? a_rows : 0, out, stream, in,
+                      out_order);
   s.a_bf16 = out;
   s.a_fp4 = nullptr;
   s.a_scale = nullptr;
@@ -73,6 +76,12 @@ Args with_staged_activations(const Args& a, GemmPath path, const CudaWeights& w,
 }
 
 }  // namespace
+
+bool gemm1_reads_kperm(const DeviceWeights& dw, GemmPath path, int64_t rows_bound) {
+  const auto& w = static_cast<const CudaWeights&>(dw);
+  return path == GemmPath::sm90 && rows_bound > 0 && !decode_gemm1_takes(w, rows_bound) &&
+         sm90_gemm1_takes(w, rows_bound);
+}
 
 bool gemm_stages_activations(const DeviceWeights& dw, GemmPath path) {
   return stages_activations(path, static_cast<const CudaWeights&>(dw));
@@ -162,8 +171,25 @@ void gemm1(const DeviceWeights& dw, const Gemm1Args& a, GemmPath path, cudaStrea
     detail::fail_arg("gemm1: one_token: got topk_ids without expert_map/slot_row or with k " +
                      std::to_string(a.one_token.k) + ", num_experts " + std::to_string(a.one_token.num_experts) +
                      ", need all three pointers and k, num_experts > 0");
+  if (a.a_kperm && !a.a_bf16) detail::fail_arg("gemm1: a_kperm: got it with NVFP4 A, need bf16 A (a_bf16)");
   if (a.rows.rows_bound == 0) return;
-  const Gemm1Args s = with_staged_activations(a, path, w, w.w13.K, a.a_gather, a.a_rows, stream);
+  if (a.a_kperm) {  // k-permuted A: the wgmma kernels' alone
+    if (!(path == GemmPath::sm90 && sm90_gemm1(w, a, stream)))
+      detail::fail_arg("gemm1: a_kperm: got k-permuted A, but the wgmma kernels do not take this GEMM "
+                       "(gemm1_reads_kperm is false), need logical A");
+    return;
+  }
+  // NVFP4 A staged for the wgmma kernels: k-permuted, and they run it (as with a_kperm)
+  const bool kperm = a.a_fp4 && gemm1_reads_kperm(w, path, a.rows.rows_bound);
+  Gemm1Args s = with_staged_activations(a, path, w, w.w13.K, a.a_gather, a.a_rows, KOrder::logical,
+                                        kperm ? KOrder::kperm : KOrder::logical, stream);
+  if (kperm && s.a_bf16) {
+    s.a_kperm = true;
+    if (sm90_gemm1(w, s, stream)) return;
+    // declined for its NVFP4 h (no staging for it where GEMM 2 does not take the wgmma
+    // kernels): A again, logical, for the kernels below
+    s = with_staged_activations(a, path, w, w.w13.K, a.a_gather, a.a_rows, KOrder::logical, KOrder::logical, stream);
+  }
   if (path == GemmPath::naive) naive_gemm1(w, s, stream);
   else if (!(path == GemmPath::splitk && splitk_gemm1(w, s, stream)) &&
            !(path == GemmPath::stream && stream_gemm1(w, s, stream)) &&
@@ -178,7 +204,7 @@ bool gemm2(const DeviceWeights& dw, const Gemm2Args& a, GemmPath path, cudaStrea
   check_a("gemm2", a.a_bf16, a.a_fp4, a.a_scale, a.a_dq, path);
   if (!a.y) detail::fail_arg("gemm2: y: got nullptr, need fp32 [row_space, H]");
   if (a.rows.rows_bound == 0) return false;
-  const Gemm2Args s = with_staged_activations(a, path, w, w.w2.K, nullptr, 0, stream);
+  const Gemm2Args s = with_staged_activations(a, path, w, w.w2.K, nullptr, 0, KOrder::kperm, KOrder::kperm, stream);
   if (path == GemmPath::naive) naive_gemm2(w, s, stream);
   else if ((path == GemmPath::sm90 || path == GemmPath::decode) && decode_gemm2(w, s, stream))
     return decode_pdl(w.device);  // the decode kernel triggers its dependents after its k loop

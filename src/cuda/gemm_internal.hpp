@@ -27,7 +27,15 @@
 // Word (lane, kk) holds the 8 e2m1 values lane needs for the A operand of
 // mma.m16n8k16 over k-step kk (PTX ISA, "Matrix Fragments for mma.m16n8k16", .bf16 A):
 // with g = lane / 4, t = lane % 4, register a_j (j = 0..3) holds rows
-// (g, g+8, g, g+8)[j] and k = 2t + (j >= 2 ? 8 : 0) + {0, 1}. Logically, element (a_j, low)
+// (g, g+8, g, g+8)[j] and MMA position k = 2t + (j >= 2 ? 8 : 0) + {0, 1} of the k-step.
+// k is permuted inside each k-block (kperm_position): MMA position 16kk + 8h + 2t + e holds
+// logical k 16t + 4kk + 2h + e, so a lane's four words are logical k 16t .. 16t + 15 of its
+// rows, one NVFP4 block (half an MXFP4 one), and the kernels build the rows' scale pair once
+// per fragment block instead of once per word (2 of a word's 15 decode instructions). The
+// activations an MMA meets must be in the same order: the mma.sync kernels read logical rows
+// so (lane t's 16 values of a k-block are 32 contiguous bytes: b0, b1 of k-steps 0..3), the
+// wgmma kernels, which read B in MMA order from shared memory, get k-permuted copies (x staged,
+// h written so by every GEMM 1 epilogue: kperm_index). Logically, element (a_j, low)
 // is nibble 2j (bits 8j..8j+3) of the word, (a_j, high) nibble 2j + 1 (frag_nibble), each as a
 // *stored code*: the e2m1 code with its two low bits swapped (frag_stored_code; bit 3 sign,
 // bit 2 exponent high, bit 1 mantissa, bit 0 exponent low). In memory the word's bits are
@@ -39,8 +47,9 @@
 // coalesced 16-byte load per lane.
 //
 // Scales: SB = 16 * 64 / block bytes per fragment block, same block order, inside
-//   [g 8][c 64/block][half 2]        c = (k % 64) / block, half = (n' % 16) / 8
-// so lane reads its 2 * 64/block bytes (rows g and g+8 of every scale column) at once.
+//   [g 8][c 64/block][half 2]        c = (k % 64) / block (logical k), half = (n' % 16) / 8
+// so lane reads its 2 * 64/block bytes (rows g and g+8 of every scale column) at once and
+// picks column t (MX: t / 2) for all four k-steps (frag_scale_select).
 // NVFP4: the block scale's magnitude as an unsigned e5m3 code' (nvfp4_prepared_code):
 // |s| = 2^(code' / 8 - 9) * (1 + (code' % 8) / 8), which holds every finite e4m3 magnitude,
 // subnormals included, as a normal number. The scale's sign is folded into the block's 16
@@ -94,6 +103,22 @@ struct WeightMatrix {
 };
 
 FP4MOE_HD constexpr int frag_scale_bytes(int block) { return kFragRows * kFragK / block; }
+
+// The k order inside every 64-wide k-block (kperm, see the layout above): logical k
+// 16t + 4j + 2h + e (t, j < 4; h, e < 2) sits at position 16j + 8h + 2t + e, where the MMA's
+// fragment puts it in lane t's register a_{2h} / a_{2h+1} of k-step j. So the four k-steps of a
+// lane's words hold logical k 16t .. 16t + 15: one NVFP4 block (MXFP4: half a block).
+FP4MOE_HD constexpr int kperm_position(int l) {
+  return 16 * ((l / 4) % 4) + 8 * ((l / 2) % 2) + 2 * (l / 16) + l % 2;
+}
+FP4MOE_HD constexpr int kperm_logical(int p) {
+  return 16 * ((p / 2) % 4) + 4 * (p / 16) + 2 * ((p / 8) % 2) + p % 2;
+}
+// Index k of a row in the k-permuted order (the 64-wide k-block stays; its k moves inside it).
+// A k-permuted activation row (h, the wgmma kernels' staged x) holds kperm_row(K) entries, those
+// of logical k >= K zero: a partial last k-block spreads its k over all 64 positions.
+FP4MOE_HD constexpr int64_t kperm_index(int64_t k) { return (k & ~int64_t(63)) | kperm_position(int(k & 63)); }
+// (kperm_row, KOrder: gemm.hpp)
 // Groups of kFragGroup fragment rows per expert (a last group may hold fewer real rows).
 FP4MOE_HD constexpr int frag_groups(int N) { return (N / kFragRows + kFragGroup - 1) / kFragGroup; }
 // Fragment blocks per expert (q: * kFragWords words; scales: * frag_scale_bytes bytes).
@@ -117,7 +142,8 @@ struct NibbleAt {
 };
 // Where the code of (expert e, device row n, k) lives.
 FP4MOE_HD NibbleAt frag_nibble(int64_t e, int64_t n, int64_t k, int N, int Kp) {
-  const int r = int(n % 16), c = int(k % 16), kk = int((k % 64) / 16);
+  const int pos = kperm_position(int(k % 64));  // the k-block's MMA position of logical k
+  const int r = int(n % 16), c = pos % 16, kk = pos / 16;
   const int lane = (r % 8) * 4 + (c % 8) / 2;
   const int j = (r / 8) + 2 * (c / 8);
   const int shift = 8 * j + 4 * (c % 2);
@@ -160,11 +186,12 @@ FP4MOE_HD uint32_t and_or(uint32_t x, uint32_t mask, uint32_t bits) {
 #endif
 }
 
-// Where a lane's scale bytes for k-step kk sit in the 8 bytes it loads from its fragment
-// block's scales (row g's and row g+8's, `ws` = bytes [g * sb / 8, + 8)): the word (0: ws.x,
-// 1: ws.y) and the byte of row g; row g+8's is the next byte.
-FP4MOE_HD void frag_scale_select(int kk, bool mx, int* word, int* byte) {
-  const int col = mx ? kk / 2 : kk;  // the 16- or 32-wide scale column of k-step kk
+// Where lane (g, t)'s scale bytes sit in the 8 bytes it loads from its fragment block's scales
+// (row g's and row g+8's, `ws` = bytes [g * sb / 8, + 8)): the word (0: ws.x, 1: ws.y) and the
+// byte of row g; row g+8's is the next byte. One pair for all four k-steps of the block: the
+// lane's values are logical k 16t .. 16t + 15 (kperm_position).
+FP4MOE_HD void frag_scale_select(int t, bool mx, int* word, int* byte) {
+  const int col = mx ? t / 2 : t;  // the 16- or 32-wide scale column of logical k 16t .. 16t + 15
   *word = mx ? 0 : col / 2;
   *byte = (col % 2) * 2;             // bytes [c][half]: column c at byte 2c (mod 4) of its word
 }
@@ -419,6 +446,10 @@ void stream_list_active(const ExpertRows& rows, int64_t num_experts, int32_t* ac
 // or build has no sm_90a wgmma code, NVFP4 A, which gemm1/gemm2 stage to bf16 where they can,
 // or NVFP4 h without the staging scratch).
 bool sm90_gemm1(const CudaWeights& w, const Gemm1Args& a, cudaStream_t stream);
+// Whether the wgmma (decode) kernels take GEMM 1 at `rows_bound` rows, as sm90_gemm1
+// (decode_gemm1) decides it for a bf16 A, without logging (gemm1_reads_kperm).
+bool sm90_gemm1_takes(const CudaWeights& w, int64_t rows_bound);
+bool decode_gemm1_takes(const CudaWeights& w, int64_t rows_bound);
 bool sm90_gemm2(const CudaWeights& w, const Gemm2Args& a, cudaStream_t stream);
 // decode: likewise (false: more than kDecodeTokenTile rows per active expert, enough row
 // tiles that K does not split, or NVFP4 A, which gemm1/gemm2 stage to bf16 where they can).
@@ -909,9 +940,12 @@ FP4MOE_HD void nvfp4_requant_values_bf16x8(const float* x, float inv, float s, u
 // the caller (K % 16 == 0; fp4 8-byte, bf16 16-byte aligned; E_local <= kStageMaxExperts).
 // Rows walked: `dense_rows` > 0: rows [0, dense_rows); else the rows of the experts of `rows`
 // (begin[e] .. begin[e] + count[e] - 1), and no others.
-// bf16 [*, K] <- NVFP4 data [*, K/2], linear e4m3 scales [*, K/16] (nvfp4_value_bf16).
+// bf16 [*, K] <- NVFP4 data [*, K/2], linear e4m3 scales [*, K/16] (nvfp4_value_bf16). Each
+// side in KOrder `in` / `out_order` (k-permuted rows: kperm_row(K) long, zeros past K; codes
+// k-permuted give k-permuted values only).
 void stage_nvfp4_to_bf16(const uint8_t* fp4, const uint8_t* scale, int64_t K, const ExpertRows& rows,
-                         int64_t num_experts, int64_t dense_rows, uint16_t* out, cudaStream_t stream);
+                         int64_t num_experts, int64_t dense_rows, uint16_t* out, cudaStream_t stream,
+                         KOrder in = KOrder::logical, KOrder out_order = KOrder::logical);
 // NVFP4 data [*, K/2], linear e4m3 scales [*, K/16] with q_scale gs <- bf16 [*, K] (the expert
 // rows only), as epilogue_gemm1 requantizes its bf16 h.
 void stage_bf16_to_nvfp4(const uint16_t* h, int64_t K, const ExpertRows& rows, int64_t num_experts, float gs,

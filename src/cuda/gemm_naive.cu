@@ -27,23 +27,25 @@ __device__ bool find_row(const ExpertRows& rows, int64_t num_experts, int64_t p,
   return false;
 }
 
-// Activation element k of A row `row`: bf16, or NVFP4 without its dq_scale.
+// Activation element k of A row `row`: bf16, or NVFP4 without its dq_scale. kperm: A is
+// k-permuted (GEMM 2's h: rows of kperm_row(K), gemm_internal.hpp), else logical (GEMM 1's x).
 __device__ float a_elem(const uint16_t* a_bf16, const uint8_t* a_fp4, const uint8_t* a_scale, int64_t row,
-                        int K, int k) {
-  if (a_bf16) return bf16_to_f32(a_bf16[row * K + k]);
-  const uint8_t code = unpack_e2m1(a_fp4[row * (K / 2) + k / 2], k & 1);
+                        int K, int k, bool kperm) {
+  const int64_t row_len = kperm ? kperm_row(K) : K, at = kperm ? kperm_index(k) : k;
+  if (a_bf16) return bf16_to_f32(a_bf16[row * row_len + at]);
+  const uint8_t code = unpack_e2m1(a_fp4[row * (row_len / 2) + at / 2], int(at & 1));
   return e2m1_to_f32(code) * e4m3_to_f32(a_scale[row * (K / 16) + k / 16]);
 }
 
 // sum_k a_k * W[e][n, k] * 2^-F (exact products, fp32 sum in k order).
 __device__ float dot_row(const WeightMatrix& w, int e, int64_t n, const uint16_t* a_bf16, const uint8_t* a_fp4,
-                         const uint8_t* a_scale, int64_t a_row) {
+                         const uint8_t* a_scale, int64_t a_row, bool kperm) {
   float acc = 0.0f;
   for (int k = 0; k < w.K; ++k) {
     const NibbleAt at = frag_nibble(e, n, k, w.N, w.Kp);
     const uint8_t code = uint8_t(frag_stored_code((frag_word_load(w.q[at.word]) >> at.shift) & 15u));
     const float wv = e2m1_to_f32(code) * folded_scale(w.scale[frag_scale(e, n, k, w.N, w.Kp, w.block)], w.block);
-    acc = fmaf(wv, a_elem(a_bf16, a_fp4, a_scale, a_row, w.K, k), acc);
+    acc = fmaf(wv, a_elem(a_bf16, a_fp4, a_scale, a_row, w.K, k, kperm), acc);
   }
   return acc;
 }
@@ -52,6 +54,7 @@ __device__ float dot_row(const WeightMatrix& w, int e, int64_t n, const uint16_t
 // NVFP4 block. grid (ceil(rows_bound * I/16 / kThreads)), grid-stride.
 __global__ void naive_gemm1_kernel(WeightMatrix w, LayerDesc desc, Gemm1Args args) {
   const int I = w.N / 2;
+  const int64_t Ir = kperm_row(I);  // h is k-permuted (gemm_internal.hpp kperm_index)
   const int64_t blocks = I / 16;
   const int64_t total = args.rows.rows_bound * blocks;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
@@ -65,23 +68,29 @@ __global__ void naive_gemm1_kernel(WeightMatrix w, LayerDesc desc, Gemm1Args arg
     float h[16];
     for (int j = 0; j < 16; ++j) {
       const int i = i0 + j;
-      float g = dot_row(w, e, w13_device_row(i, false), args.a_bf16, args.a_fp4, args.a_scale, a_row) * mult;
-      float u = dot_row(w, e, w13_device_row(i, true), args.a_bf16, args.a_fp4, args.a_scale, a_row) * mult;
+      float g = dot_row(w, e, w13_device_row(i, false), args.a_bf16, args.a_fp4, args.a_scale, a_row, false) * mult;
+      float u = dot_row(w, e, w13_device_row(i, true), args.a_bf16, args.a_fp4, args.a_scale, a_row, false) * mult;
       if (w.bias) {
         g += w.bias[int64_t(e) * w.N + i];
         u += w.bias[int64_t(e) * w.N + I + i];
       }
       h[j] = round_bf16(gemm1_activation(g, u, desc.activation, desc.swiglu_alpha, desc.swiglu_limit));
-      if (args.h_bf16) args.h_bf16[r * I + i] = bf16_from_f32(h[j]);
+      if (args.h_bf16) args.h_bf16[r * Ir + kperm_index(i)] = bf16_from_f32(h[j]);
     }
+    const bool last = i0 + 16 == I;  // the row's zero padding, I .. Ir
+    if (last && args.h_bf16)
+      for (int i = I; i < Ir; ++i) args.h_bf16[r * Ir + kperm_index(i)] = 0;
     if (args.h_fp4) {
       float amax = 0.0f;
       for (int j = 0; j < 16; ++j) amax = fmaxf(amax, fabsf(h[j]));
       const uint8_t s = nvfp4_scale_code(amax, args.h_gs);
       const float inv = nvfp4_inv_scale(s, args.h_gs);
       for (int j = 0; j < 16; j += 2)
-        args.h_fp4[r * (I / 2) + (i0 + j) / 2] = pack_e2m1(e2m1_from_f32(h[j] * inv), e2m1_from_f32(h[j + 1] * inv));
+        args.h_fp4[r * (Ir / 2) + kperm_index(i0 + j) / 2] =
+            pack_e2m1(e2m1_from_f32(h[j] * inv), e2m1_from_f32(h[j + 1] * inv));
       args.h_scale[r * (I / 16) + i0 / 16] = s;
+      if (last)
+        for (int i = I; i < Ir; i += 2) args.h_fp4[r * (Ir / 2) + kperm_index(i) / 2] = 0;
     }
   }
 }
@@ -95,7 +104,7 @@ __global__ void naive_gemm2_kernel(WeightMatrix w, Gemm2Args args) {
     int64_t r;
     if (!find_row(args.rows, w.num_experts, idx / w.N, e, r)) continue;
     const int n = int(idx % w.N);
-    float y = dot_row(w, e, n, args.a_bf16, args.a_fp4, args.a_scale, r) * (w.epi[e] * args.a_dq);
+    float y = dot_row(w, e, n, args.a_bf16, args.a_fp4, args.a_scale, r, true) * (w.epi[e] * args.a_dq);
     if (w.bias) y += w.bias[int64_t(e) * w.N + n];
     args.y[r * w.N + n] = y;
   }

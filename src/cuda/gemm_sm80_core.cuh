@@ -34,6 +34,21 @@ __device__ __forceinline__ uint32_t scale_rows_bf16x2(uint32_t word, int byte, b
   return p * mul + add;
 }
 
+// Lane (g, t)'s scale word of a fragment block: the 4 bytes at byte offset scale_word_offset(g,
+// t, sb) of the block's scales hold its rows' codes of column t (MX: t / 2) at byte
+// scale_word_byte(t, mx) and the next (gemm_internal.hpp frag_scale_select), for all four
+// k-steps. A kernel computes both once.
+__device__ __forceinline__ int scale_word_offset(int g, int t, int sb) {
+  int word, byte;
+  frag_scale_select(t, sb == frag_scale_bytes(32), &word, &byte);
+  return g * (sb / 8) + word * 4;
+}
+__device__ __forceinline__ int scale_word_byte(int t, bool mx) {
+  int word, byte;
+  frag_scale_select(t, mx, &word, &byte);
+  return byte;
+}
+
 // Entry j of the row tables of token tile `tile` of expert e, j in [0, kTok) (by default the
 // thread index: threads [0, kTok) call it).
 //   s_orow [kTok]  output row of token j (begin[e] + tile * kTok + j), -1 past the expert's rows
@@ -164,21 +179,19 @@ __device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {
 __device__ __forceinline__ int a_bf16_swizzle(int j, int ch) { return (ch ^ (j & 7)) * 16; }
 
 // The lane's share of one fragment block in shared memory: its 16 bytes of e2m1 words
-// (k-steps 0..3) from `frag` (512 B), and the scale bytes of rows g and g+8 from `scales`
-// ([g 8][c][half 2], sb bytes in all). ws: NVFP4 bytes [c 4][half 2]; MX [c 2][half 2] in .x.
-__device__ __forceinline__ void load_weight_frag(const uint8_t* frag, const uint8_t* scales, int lane, int g, int sb,
-                                                 bool mx, uint4& wq, uint2& ws) {
+// (k-steps 0..3) from `frag` (512 B), and its scale word (scale_word_offset: rows g and g+8 of
+// its column) from `scales` + s_off.
+__device__ __forceinline__ void load_weight_frag(const uint8_t* frag, const uint8_t* scales, int lane, int s_off,
+                                                 uint4& wq, uint32_t& ws) {
   wq = *reinterpret_cast<const uint4*>(frag + lane * 16);
-  const uint8_t* sp = scales + g * (sb / 8);
-  ws = mx ? make_uint2(*reinterpret_cast<const uint32_t*>(sp), 0u) : *reinterpret_cast<const uint2*>(sp);
+  ws = *reinterpret_cast<const uint32_t*>(scales + s_off);
 }
 // The same from 32-bit shared addresses (ptx::ld_shared_*): for the rsws consumers, whose loads
 // through generic pointers had ptxas recompute the shared window in every trip of the k loop.
-__device__ __forceinline__ void load_weight_frag(uint32_t frag, uint32_t scales, int lane, int g, int sb, bool mx,
-                                                 uint4& wq, uint2& ws) {
+__device__ __forceinline__ void load_weight_frag(uint32_t frag, uint32_t scales, int lane, int s_off, uint4& wq,
+                                                 uint32_t& ws) {
   wq = ptx::ld_shared_v4(frag + uint32_t(lane * 16));
-  const uint32_t sp = scales + uint32_t(g * (sb / 8));
-  ws = mx ? make_uint2(ptx::ld_shared_u32(sp), 0u) : ptx::ld_shared_v2(sp);
+  ws = ptx::ld_shared_u32(scales + uint32_t(s_off));
 }
 
 // The decode table's first register (kFragDecodeLow) for weight_a_frag / frag_decode_word,
@@ -190,8 +203,10 @@ __device__ __forceinline__ uint32_t decode_table(const WeightMatrix& w) {
 
 // The A operand (weights, rows g / g+8) of k-step kk of one m16 tile, decoded to bf16 in
 // registers: per 8 values, the table decode of frag_decode_word and 4 bf16x2 multiplies by
-// the folded block scale (exact), each by one half of the rows' scale pair broadcast
-// (ptx::mul_bf16x2_low / _high: operand selectors of the multiply, no extra instruction).
+// the folded block scale (exact), each by one half of the rows' scale pair s broadcast
+// (ptx::mul_bf16x2_low / _high: operand selectors of the multiply, no extra instruction); s is
+// the fragment block's pair (scale_rows_bf16x2 of the lane's scale word), the same for its
+// four k-steps (kperm).
 // The mma.sync kernels (the fast path, the decode kernels: kMmaSyncHighByF16) move their
 // selectors' upper halves down by an f16 multiply (frag_decode_word's kHighByF16): on the H200
 // under its power cap, 4.9 / 5.8% faster at deepseek-v3 T = 128 / kimi-k2 T = 8 than by shifts
@@ -200,12 +215,9 @@ __device__ __forceinline__ uint32_t decode_table(const WeightMatrix& w) {
 inline constexpr bool kMmaSyncHighByF16 = true;
 
 template <bool kHighByF16 = false>
-__device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq, const uint2& ws, int kk, bool mx,
-                                              uint32_t decode_low = kFragDecodeLow, uint32_t mul16 = 16u,
+__device__ __forceinline__ void weight_a_frag(uint32_t (&a)[4], const uint4& wq, uint32_t s, int kk,
+                                              uint32_t decode_low = kFragDecodeLow,
                                               uint32_t high_table = kFragHighTable) {
-  int word, b;
-  frag_scale_select(kk, mx, &word, &b);
-  const uint32_t s = scale_rows_bf16x2(word ? ws.y : ws.x, b, mx, mul16);
   const uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
   uint32_t v[4];
   frag_decode_word<kHighByF16>(q, v, decode_low, high_table);
@@ -266,11 +278,18 @@ inline constexpr int kEpiGroup = NT < 8 ? NT : 8;
 
 // kAct: the activation when the caller knows it (an Activation's value; then the other
 // activation's instructions are not compiled in), or -1: p.act's, at run time.
+//
+// h is stored k-permuted (gemm_internal.hpp kperm_index), rows of kperm_row(I) entries: value i
+// at kperm_index(i), i + 8 (m-tile 1, nbw even) 32 on, and the warp that holds h's last value
+// writes the row's zero padding (logical I .. kperm_row(I)) for its tokens.
 template <int NT, int kAct = -1, class OutRow, int MT>
 __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMatrix& w, int e, int nbw, int g,
                                                float mult, const float (&acc)[MT][NT][4], OutRow out_row,
                                                int tiles = MT) {
   const int I = w.N / 2;
+  const int64_t Ir = kperm_row(I);  // h's row length
+  static_assert(MT == 1 || MT == 2, "one or two m-tiles");
+  const int64_t i_at = kperm_index(nbw * 8 + g);  // value i = nbw * 8 + g; m-tile 1's (i + 8) 32 on
   const Activation act = kAct < 0 ? p.act : Activation(kAct);
   float bg[MT], bu[MT];
 #pragma unroll
@@ -352,10 +371,10 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
         for (int c = 0; c < 2; ++c) {
           const int64_t r = out_row(nt, c);
           if (r < 0) continue;
-          uint16_t* const hr = p.h_bf16 + r * I + nbw * 8 + g;
+          uint16_t* const hr = p.h_bf16 + r * Ir + i_at;
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
-            if (mt < tiles) hr[mt * 8] = hb[mt][c];
+            if (mt < tiles) hr[mt * 32] = hb[mt][c];
         }
       }
       if constexpr (MT == 2) {
@@ -378,18 +397,35 @@ __device__ __forceinline__ void epilogue_gemm1(const Epilogue& p, const WeightMa
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {
               const uint32_t qv = e2m1_from_f32(hq[mt][c] * inv);
-              const int i = (nbw + mt) * 8 + g;
+              const int64_t at = i_at + mt * 32;  // kperm_index(i): i and i + 1 (g even) side by side
               if (p.h_fp4) {
                 const uint32_t q_next = __shfl_xor_sync(0xFFFFFFFFu, qv, 4);  // i + 1 lives in g ^ 1
-                if (r >= 0 && (g % 2) == 0) p.h_fp4[r * (I / 2) + i / 2] = pack_e2m1(uint8_t(qv), uint8_t(q_next));
+                if (r >= 0 && (g % 2) == 0) p.h_fp4[r * (Ir / 2) + at / 2] = pack_e2m1(uint8_t(qv), uint8_t(q_next));
               }
-              if (p.h_values && r >= 0) p.h_values[r * I + i] = nvfp4_value_bf16(uint8_t(qv), e4m3_to_f32(sc));
+              if (p.h_values && r >= 0) p.h_values[r * Ir + at] = nvfp4_value_bf16(uint8_t(qv), e4m3_to_f32(sc));
             }
             if (p.h_fp4 && r >= 0 && g == 0) p.h_scale[r * (I / 16) + nbw * 8 / 16] = sc;
           }
         }
       }
     }
+  }
+  // The row's zero padding: logical I .. Ir, by the warp whose rows hold value I - 1 (each lane
+  // its tokens, values I + g + 8m). The mma.sync and wgmma GEMM 2 read whole k-blocks.
+  if (Ir != I && nbw * 8 <= I - 1 && I - 1 < (nbw + tiles) * 8) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int64_t r = out_row(nt, c);
+        if (r < 0) continue;
+        for (int i = I + g; i < Ir; i += 8) {
+          const int64_t at = kperm_index(i);
+          if (p.h_bf16) p.h_bf16[r * Ir + at] = 0;
+          if (p.h_values) p.h_values[r * Ir + at] = 0;
+          if (p.h_fp4 && (i % 2) == 0) p.h_fp4[r * (Ir / 2) + at / 2] = 0;
+        }
+      }
   }
 }
 

@@ -106,6 +106,9 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
   const int g = lane / 4, t = lane % 4;
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
+  // A's row length and the k its loads stop at: GEMM 1's x is logical (K), GEMM 2's h
+  // k-permuted, its rows kperm_row(K) = Kp long with zeros past K (gemm_internal.hpp).
+  const int a_row = GEMM1 ? K : w.Kp;
   static_assert(kBlocksPerCta == kFragGroup, "a CTA's rows are one group of the layout");
   const int nb0 = blockIdx.x * kBlocksPerCta;
   constexpr bool mx = MX;
@@ -115,22 +118,29 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
   uint32_t high_table = ptx::per_thread(kFragHighTable, w.zero);
   // This thread's shared-memory reads of a k-block, as byte offsets from stage 0 (a stage, an
   // m16 tile and an n8 column add constants): its 16 bytes of fragment words of block
-  // b = 2 * warp (+ mt: 512 bytes on), its scale bytes of rows g and g+8 (+ mt: 64 on), and its
-  // ldmatrix row address of k-steps 2kp, 2kp+1 (+ nt: 1,024 on). Through reg_fence, as the
-  // decode's constants: without, the compiler rebuilt all of them from the thread index in
-  // every trip of the k loop (~30 of its ~1,180 SASS instructions at 8-token tiles).
+  // b = 2 * warp (+ mt: 512 bytes on), its scale word (rows g and g+8 of column t, + mt: 64 on),
+  // and its B address of k-steps 2kp, 2kp+1 (+ nt: 1,024 on): GEMM 1 reads x in logical order,
+  // lane t's b0, b1 of k-steps 2kp, 2kp + 1 being logical k 16t + 8kp .. + 7 of token g, one
+  // 16-byte chunk (2t + kp; kperm); GEMM 2 reads h, stored k-permuted, by ldmatrix (row
+  // lane % 8, chunk 4kp + lane / 8). Through reg_fence, as the decode's constants: without,
+  // the compiler rebuilt all of them from the thread index in every trip of the k loop (~30 of
+  // its ~1,180 SASS instructions at 8-token tiles).
   const uint32_t smem32 = uint32_t(__cvta_generic_to_shared(smem));
   uint32_t w_lds = uint32_t(warp) * 1024u + uint32_t(lane) * 16u;
-  uint32_t s_lds = uint32_t(T::kWBytes) + uint32_t(warp) * 128u + uint32_t(g * (sb / 8));
+  uint32_t s_lds = uint32_t(T::kWBytes) + uint32_t(warp) * 128u + uint32_t(sm80::scale_word_offset(g, t, sb));
+  uint32_t s_byte = ptx::per_thread(uint32_t(sm80::scale_word_byte(t, mx)), w.zero);
   uint32_t a_lds[2];
 #pragma unroll
   for (int kp = 0; kp < 2; ++kp)
-    a_lds[kp] = uint32_t(T::kWBytes + T::kSBytes + (lane % 8) * 128 + sm80::a_bf16_swizzle(lane % 8, kp * 4 + lane / 8));
+    a_lds[kp] = GEMM1 ? uint32_t(T::kWBytes + T::kSBytes + g * 128 + sm80::a_bf16_swizzle(g, 2 * t + kp))
+                      : uint32_t(T::kWBytes + T::kSBytes + (lane % 8) * 128 +
+                                 sm80::a_bf16_swizzle(lane % 8, kp * 4 + lane / 8));
   ptx::reg_fence(decode_low);
   ptx::reg_fence(mul16);
   ptx::reg_fence(high_table);
   ptx::reg_fence(w_lds);
   ptx::reg_fence(s_lds);
+  ptx::reg_fence(s_byte);
   ptx::reg_fence(a_lds[0]);
   ptx::reg_fence(a_lds[1]);
   // As a programmatic dependent (launch's `dependent`): GEMM 1 reads the rows, A and its gather,
@@ -209,8 +219,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
       a_sh[i] = smem32 + uint32_t(T::kWBytes + T::kSBytes + a_dst[i]);
       ptx::reg_fence(a_sh[i]);  // (as w_lds: kept, not rebuilt per k-block)
       a_src[i] = row < 0 ? nullptr
-                 : A_FP4 ? p.a_fp4 + row * (K / 2) + a_k[i] / 2
-                         : reinterpret_cast<const uint8_t*>(p.a_bf16 + row * K + a_k[i]);
+                 : A_FP4 ? p.a_fp4 + row * (a_row / 2) + a_k[i] / 2
+                         : reinterpret_cast<const uint8_t*>(p.a_bf16 + row * a_row + a_k[i]);
     }
 
     // The sources of the group being loaded: k-block kb0 of the group at w_at / s_at / a_at, its
@@ -259,16 +269,18 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
 #pragma unroll
       for (int i = 0; i < kAChunks; ++i) {
         if (kAChunksAll % kThreads != 0 && threadIdx.x + i * kThreads >= kAChunksAll) break;
-        const bool valid = a_ok[i] && (inside.value || kb * kFragK + a_k[i] < K);
+        const bool valid = a_ok[i] && (inside.value || kb * kFragK + a_k[i] < a_row);
         const uint8_t* src = inside.value || valid ? a_at[i] + o * kABlockBytes : a_base;
         if constexpr (!A_FP4) {
           ptx::cp_async_16(a_sh[i] + uint32_t(stage * T::kStageBytes), src, valid);
         } else {
           ptx::cp_async_8(sa + a_dst[i], src, valid);
-          // scale rows (K/16 bytes) need not be 4-byte aligned: plain loads, seen after the barrier
+          // scale rows (K/16 bytes, logical blocks) need not be 4-byte aligned: plain loads, seen
+          // after the barrier; a block past K (h's padding) scales by 0
           const int j = (threadIdx.x + i * kThreads) / 4, ch = (threadIdx.x + i * kThreads) % 4;
-          sa[T::kADataBytes + j * 4 + ch] =
-              valid ? p.a_scale[s_arow[j] * (K / 16) + (kb * kFragK + a_k[i]) / 16] : uint8_t(0);
+          sa[T::kADataBytes + j * 4 + ch] = valid && (inside.value || kb * kFragK + a_k[i] < K)
+                                                ? p.a_scale[s_arow[j] * (K / 16) + (kb * kFragK + a_k[i]) / 16]
+                                                : uint8_t(0);
         }
       }
     };
@@ -288,11 +300,13 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
     auto k_block = [&](int stage, auto lv) {  // the k-block in stage `stage` (a constant once unrolled)
       const uint8_t* st = smem + stage * T::kStageBytes;
       uint4 wq[2];
-      uint2 ws[2];  // NVFP4: bytes [c 4][half 2]; MX: [c 2][half 2] in .x
+      uint32_t sp[2];  // the rows' scale pair, once for the block's four k-steps (kperm)
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)  // at the offsets above (which hold the lane's and g's parts: 0, 0)
-        sm80::load_weight_frag(st + (w_lds + mt * (kFragWords * 4)), st + (s_lds + mt * 64), 0, 0, sb, mx, wq[mt],
-                               ws[mt]);
+      for (int mt = 0; mt < 2; ++mt) {  // at the offsets above (which hold the lane's parts: 0, 0)
+        uint32_t ws;
+        sm80::load_weight_frag(st + (w_lds + mt * (kFragWords * 4)), st + (s_lds + mt * 64), 0, 0, wq[mt], ws);
+        sp[mt] = sm80::scale_rows_bf16x2(ws, int(s_byte), mx, mul16);
+      }
 #pragma unroll
       for (int kp = 0; kp < 2; ++kp) {  // k-steps 2kp, 2kp+1
         uint32_t bfrag[NT][4];          // b0, b1 of k-step 2kp, then of 2kp+1
@@ -300,17 +314,25 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
         for (int nt = 0; nt < NT; ++nt) {
           if (nt >= int(lv)) break;
           if constexpr (!A_FP4) {
-            ptx::ldmatrix_x4(bfrag[nt], st + (a_lds[kp] + nt * 1024));  // token nt * 8 + lane % 8
+            if constexpr (GEMM1) {  // token nt * 8 + g, logical k 16t + 8kp .. + 7
+              const uint4 v = *reinterpret_cast<const uint4*>(st + (a_lds[kp] + nt * 1024));
+              bfrag[nt][0] = v.x, bfrag[nt][1] = v.y, bfrag[nt][2] = v.z, bfrag[nt][3] = v.w;
+            } else {
+              ptx::ldmatrix_x4(bfrag[nt], st + (a_lds[kp] + nt * 1024));  // token nt * 8 + lane % 8
+            }
           } else {
+            // NVFP4 A, data [tok][32 B] + scales [tok][4]: every k-step of lane t is in block t
+            // (kperm). GEMM 1's x is logical (b0, b1 of k-step kk: bytes 8t + 2kk, + 1), GEMM 2's
+            // h k-permuted (bytes 8kk + t, 8kk + 4 + t).
             const uint8_t* sa = st + T::kWBytes + T::kSBytes;
             const int j = nt * 8 + g;
+            const uint32_t sc = sm80::e4m3_scale_bf16x2(sa[T::kADataBytes + j * 4 + t]);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int kk = 2 * kp + h;
-              const uint32_t sc = sm80::e4m3_scale_bf16x2(sa[T::kADataBytes + j * 4 + kk]);
 #pragma unroll
               for (int half = 0; half < 2; ++half) {
-                const uint32_t x = sa[j * 32 + kk * 8 + half * 4 + t];
+                const uint32_t x = sa[j * 32 + (GEMM1 ? 8 * t + 2 * kk + half : kk * 8 + half * 4 + t)];
                 bfrag[nt][2 * h + half] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2((x << 12) | (x << 24)), sc);
               }
             }
@@ -322,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<NT, A_FP4>()) sm80_g
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
             uint32_t a[4];
-            sm80::weight_a_frag<sm80::kMmaSyncHighByF16>(a, wq[mt], ws[mt], kk, mx, decode_low, mul16, high_table);
+            sm80::weight_a_frag<sm80::kMmaSyncHighByF16>(a, wq[mt], sp[mt], kk, decode_low, high_table);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
               if (nt < int(lv)) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, bfrag[nt][2 * h], bfrag[nt][2 * h + 1]);

@@ -176,12 +176,13 @@ Sm90Staging sm90_staging(int64_t rows_bound, int64_t row_space, int64_t num_expe
   if (!st.use) return st;
   st.a_bf16 = 0;
   st.h_bf16 = a_staging_bytes(row_space, H, I);
-  st.bytes = st.h_bf16 + (size_t(std::max<int64_t>(row_space, 0)) * size_t(I) * 2 + 255) / 256 * 256;
+  st.bytes = st.h_bf16 + (size_t(std::max<int64_t>(row_space, 0)) * size_t(kperm_row(I)) * 2 + 255) / 256 * 256;
   return st;
 }
 
 size_t a_staging_bytes(int64_t row_space, int64_t H, int64_t I) {
-  return (size_t(std::max<int64_t>(row_space, 0)) * size_t(std::max(H, I)) * 2 + 255) / 256 * 256;
+  // x logical ([*, H]) or h k-permuted ([*, kperm_row(I)])
+  return (size_t(std::max<int64_t>(row_space, 0)) * size_t(std::max(H, kperm_row(I))) * 2 + 255) / 256 * 256;
 }
 
 namespace sm90_detail {
@@ -335,6 +336,14 @@ int64_t sm90_folded_launches() { return g_folded_launches.load(std::memory_order
 void set_sm90_wide_width(int width) { g_wide_width.store(width, std::memory_order_relaxed); }
 int64_t sm90_wide_width_launches() { return g_wide_width_launches.load(std::memory_order_relaxed); }
 
+bool sm90_gemm1_takes(const CudaWeights& cw, int64_t rows_bound) {
+  const WeightMatrix& w = cw.w13;
+  return why_no_sm90(cw.device).empty() &&
+         choose_sm90_config({.rows_bound = rows_bound, .num_experts = w.num_experts, .N = w.N, .K = w.K,
+                             .num_sms = multiprocessor_count(cw.device), .block = w.block})
+             .use;
+}
+
 // GEMM 1 on bf16 A. NVFP4 h: the kernel writes bf16 h (the caller's h_bf16 if given, else the
 // scratch's h_bf16), then it is requantized into h_fp4 / h_scale.
 bool sm90_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
@@ -344,6 +353,8 @@ bool sm90_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) 
   std::string refused;
   if (a.a_fp4) {
     refused = kUnstagedA;
+  } else if (!a.a_kperm) {
+    refused = "A is logical: the wgmma kernels read it k-permuted (Gemm1Args::a_kperm)";
   } else if (a.h_fp4) {
     refused = staging_refusal(st, a.partials, a.partials_bytes, E);
     if (refused.empty() && (misaligned(a.h_fp4, 4) || (a.h_bf16 && misaligned(a.h_bf16, 16))))

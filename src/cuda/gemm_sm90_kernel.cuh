@@ -252,12 +252,16 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
   const int g = lane / 4, t = lane % 4;
   const int wg = warp / 4, wl = warp % 4;
   const WeightMatrix& w = p.w;
-  const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
+  const int KB = w.Kp / kFragK, NB = w.N / kFragRows;
+  // B's rows: k-permuted (staged x, h), kperm_row(w.K) = Kp long with zeros past w.K, so the
+  // copies' bound K holds whole k-blocks (gemm_internal.hpp kperm_index).
+  const int K = w.Kp;
   const int nb0 = blockIdx.x * kBlocksPerCta;
   const int fb = wg * 8 + 2 * wl;  // the warp's fragment rows in the CTA: fb (m-tile 0), fb + 1 (m-tile 1)
   const bool row_ok[2] = {nb0 + fb < NB, nb0 + fb + 1 < NB};  // fragment rows past N: zero weights
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
+  const int s_off = sm80::scale_word_offset(g, t, sb), s_byte = sm80::scale_word_byte(t, mx);
   const uint32_t decode_low = sm80::decode_table(w);
 
   for (int64_t slot = blockIdx.y; slot < p.tiles; slot += gridDim.y) {
@@ -326,18 +330,18 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
 
       const int stage = kb % kStages;
       const uint8_t* st = smem + stage * T::kStageBytes;
-      // The warp's two fragment blocks: e2m1 words once per k-block (16 bytes per lane), scale
-      // bytes again at each k-step (fewer live registers; they are 8 bytes per lane).
-      const uint8_t* frag[2];
-      const uint8_t* scales[2];
+      // The warp's two fragment blocks: e2m1 words (16 bytes per lane) and the rows' scale pair,
+      // once per k-block (kperm: one pair for the four k-steps).
       uint4 wq[2];
+      uint32_t sp[2];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
-        frag[mt] = st + T::kBBytes + (fb + mt) * (kFragWords * 4);
-        scales[mt] = st + T::kBBytes + T::kWBytes + (fb + mt) * 64;
-        uint2 unused;
+        const uint8_t* frag = st + T::kBBytes + (fb + mt) * (kFragWords * 4);
+        const uint8_t* scales = st + T::kBBytes + T::kWBytes + (fb + mt) * 64;
+        uint32_t ws = 0u;
         wq[mt] = make_uint4(0u, 0u, 0u, 0u);  // past the last fragment row: zero weights, outputs not written
-        if (row_ok[mt]) sm80::load_weight_frag(frag[mt], scales[mt], lane, g, sb, mx, wq[mt], unused);
+        if (row_ok[mt]) sm80::load_weight_frag(frag, scales, lane, s_off, wq[mt], ws);
+        sp[mt] = sm80::scale_rows_bf16x2(ws, s_byte, mx);
       }
       // k-step kk reads B bytes 32kk..32kk+31 of each token row: start address + 32kk (the
       // hardware applies the swizzle to the full address, so the offset stays inside the row).
@@ -350,10 +354,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
           uint32_t a[2][4];
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
-            uint4 unused;
-            uint2 ws = make_uint2(0u, 0u);
-            if (row_ok[mt]) sm80::load_weight_frag(frag[mt], scales[mt], lane, g, sb, mx, unused, ws);
-            sm80::weight_a_frag(a[mt], wq[mt], ws, kk, mx, decode_low);
+            sm80::weight_a_frag(a[mt], wq[mt], sp[mt], kk, decode_low);
 #pragma unroll
             for (int j = 0; j < 4; ++j) ptx::reg_fence(a[mt][j]);
           }
@@ -366,10 +367,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           uint32_t a[4];
-          uint4 unused;
-          uint2 ws = make_uint2(0u, 0u);  // NVFP4: bytes [c 4][half 2]; MX: [c 2][half 2] in .x
-          if (row_ok[mt]) sm80::load_weight_frag(frag[mt], scales[mt], lane, g, sb, mx, unused, ws);
-          sm80::weight_a_frag(a, wq[mt], ws, kk, mx, decode_low);
+          sm80::weight_a_frag(a, wq[mt], sp[mt], kk, decode_low);
 #pragma unroll
           for (int j = 0; j < 4; ++j) ptx::reg_fence(a[j]);  // decoded before the fence
           ptx::wgmma_fence();
@@ -629,7 +627,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
   // The warpgroup through a shuffle: the compiler then knows it is warp-uniform.
   const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4, 0), wl = warp % 4;
   const WeightMatrix& w = p.w;
-  const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
+  const int KB = w.Kp / kFragK, NB = w.N / kFragRows;
+  // B's rows: k-permuted (staged x, h), kperm_row(w.K) = Kp long with zeros past w.K, so the
+  // copies' bound K holds whole k-blocks (gemm_internal.hpp kperm_index).
+  const int K = w.Kp;
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
   const uint32_t decode_low = sm80::decode_table(w);
@@ -656,25 +657,31 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
     const int fd = c * 8 + 2 * wl + dmt;
     bool d_ok = false;  // per unit: fragment row fd is below N (past N: zero weights; the stage holds stale bytes there)
     const int d_frag = T::kBBytes + fd * (kFragWords * 4) + dg * 16 + dh * 8;  // + t * 128 for lane slot 4dg + t
-    // The scale bytes of rows dg, dg + 8 for k-steps 2dh, 2dh + 1 in one aligned word: NVFP4
-    // [c 4][half 2] from c = 2dh (bytes 2i, 2i + 1 for k-step 2dh + i); MX [c 2][half 2] from
-    // c = 0 (column dh at bytes 2dh, 2dh + 1 for both k-steps).
-    const int d_scale = T::kBBytes + T::kWBytes + fd * 64 + dg * (sb / 8) + (mx ? 0 : 4 * dh);
-    const int d_sbyte[2] = {mx ? 2 * dh : 0, mx ? 2 * dh : 2};
+    // The scale bytes of rows dg, dg + 8, every column (NVFP4 [c 4][half 2], MX [c 2][half 2]):
+    // lane slot 4dg + t takes column t (MX t / 2) at both k-steps (kperm: frag_scale_select).
+    const int d_scale = T::kBBytes + T::kWBytes + fd * 64 + dg * (sb / 8);
     // Row dg of fragment row fd in the A buffer (row dg + 8 is one swizzle atom on); chunk
     // 4dh + x sits at chunk (4dh + x) ^ dg = d_x ^ x.
     const int d_row = (c * 2 + dmt) * kMTileBytes + (16 * wl + dg) * 128;
     const int d_x = (4 * dh) ^ dg;
     auto decode = [&](const uint8_t* st, uint8_t* a_buf) {
       uint2 q[4];  // [t]: words of k-steps 2dh (x), 2dh + 1 (y) of lane slot 4dg + t
-      uint32_t sw = 0u;
+      uint2 sw = make_uint2(0u, 0u);
 #pragma unroll
       for (int tt = 0; tt < 4; ++tt)
         q[tt] = d_ok ? *reinterpret_cast<const uint2*>(st + d_frag + tt * 128) : make_uint2(0u, 0u);
-      if (d_ok) sw = *reinterpret_cast<const uint32_t*>(st + d_scale);
+      if (d_ok)
+        sw = mx ? make_uint2(*reinterpret_cast<const uint32_t*>(st + d_scale), 0u)
+                : *reinterpret_cast<const uint2*>(st + d_scale);
+      uint32_t s[4];  // [t]: the scale pair of lane slot 4dg + t, row dg low, dg + 8 high
+#pragma unroll
+      for (int tt = 0; tt < 4; ++tt) {
+        int word, byte;
+        frag_scale_select(tt, mx, &word, &byte);
+        s[tt] = sm80::scale_rows_bf16x2(word ? sw.y : sw.x, byte, mx);
+      }
 #pragma unroll
       for (int i = 0; i < 2; ++i) {  // k-step 2dh + i: chunks 4dh + 2i (its k 0-7), 4dh + 2i + 1 (k 8-15)
-        const uint32_t s = sm80::scale_rows_bf16x2(sw, d_sbyte[i], mx);  // row dg low, dg + 8 high
         uint32_t v[4][4];  // [t][j]: weight_a_frag's a_j of lane slot 4dg + t, before the scale
 #pragma unroll
         for (int tt = 0; tt < 4; ++tt) frag_decode_word(i == 0 ? q[tt].x : q[tt].y, v[tt], decode_low);
@@ -682,11 +689,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
         for (int j = 0; j < 4; ++j) {  // a_j: row dg (j even) or dg + 8, k 2t.. (j < 2) or 8 + 2t..
           uint4 chunk;
           if (j % 2 == 0)
-            chunk = make_uint4(ptx::mul_bf16x2_low(v[0][j], s), ptx::mul_bf16x2_low(v[1][j], s),
-                               ptx::mul_bf16x2_low(v[2][j], s), ptx::mul_bf16x2_low(v[3][j], s));
+            chunk = make_uint4(ptx::mul_bf16x2_low(v[0][j], s[0]), ptx::mul_bf16x2_low(v[1][j], s[1]),
+                               ptx::mul_bf16x2_low(v[2][j], s[2]), ptx::mul_bf16x2_low(v[3][j], s[3]));
           else
-            chunk = make_uint4(ptx::mul_bf16x2_high(v[0][j], s), ptx::mul_bf16x2_high(v[1][j], s),
-                               ptx::mul_bf16x2_high(v[2][j], s), ptx::mul_bf16x2_high(v[3][j], s));
+            chunk = make_uint4(ptx::mul_bf16x2_high(v[0][j], s[0]), ptx::mul_bf16x2_high(v[1][j], s[1]),
+                               ptx::mul_bf16x2_high(v[2][j], s[2]), ptx::mul_bf16x2_high(v[3][j], s[3]));
           *reinterpret_cast<uint4*>(a_buf + d_row + (j % 2) * kSwizzleAtom + (d_x ^ (2 * i + j / 2)) * 16) = chunk;
         }
       }
@@ -1054,7 +1061,10 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4, 0), wl = warp % 4;  // warp-uniform
   const WeightMatrix& w = p.w;
-  const int KB = w.Kp / kFragK, NB = w.N / kFragRows, K = w.K;
+  const int KB = w.Kp / kFragK, NB = w.N / kFragRows;
+  // B's rows: k-permuted (staged x, h), kperm_row(w.K) = Kp long with zeros past w.K, so the
+  // copies' bound K holds whole k-blocks (gemm_internal.hpp kperm_index).
+  const int K = w.Kp;
   constexpr bool mx = MX;
   constexpr int sb = frag_scale_bytes(MX ? kMxfp4Block : kNvfp4Block);  // MX is w.block == kMxfp4Block (launch_rsws)
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
@@ -1213,6 +1223,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
     if constexpr (R::kSetMaxNReg) ptx::setmaxnreg_inc<R::kConsumerRegs>();
     const int c = wg;
     const int g = lane / 4, t = lane % 4;
+    const int s_off = sm80::scale_word_offset(g, t, sb), s_byte = sm80::scale_word_byte(t, mx);
     const int fb = (c * 4 + wl) * kMt;  // the warp's fragment rows in the CTA: fb + mt for m-tile mt
     const uint64_t desc_b = consts_desc;  // stage 0's B tile (+ offset >> 4)
     const uint32_t stages_c = consts[0], full0_c = consts[1], empty0_c = consts[2];
@@ -1250,20 +1261,22 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
         const uint32_t st = stages_c + uint32_t(s * T::kStageBytes + j * T::kBlockBytes);
         const uint64_t db =  // 32-bit offsets (>> 4): ptxas keeps them off the 64-bit add
             desc_b + uint64_t(uint32_t(s) * uint32_t(T::kStageBytes / 16) + uint32_t(j * (T::kBlockBytes / 16)));
-        // The words and scale bytes of the warp's fragment rows, once per k-block (zeros past N:
-        // TMA filled them so). The scale box packs sb bytes per fragment row.
+        // The words and the scale pair of the warp's fragment rows, once per k-block (zeros past
+        // N: TMA filled them so). The scale box packs sb bytes per fragment row.
         uint4 wq[kMt];
-        uint2 ws[kMt];
+        uint32_t sp[kMt];
 #pragma unroll
-        for (int mt = 0; mt < kMt; ++mt)
+        for (int mt = 0; mt < kMt; ++mt) {
+          uint32_t ws;
           sm80::load_weight_frag(st + uint32_t(T::kBBytes + (fb + mt) * (kFragWords * 4)),
-                                 st + uint32_t(T::kBBytes + T::kWBytes + (fb + mt) * sb), lane, g, sb, mx, wq[mt],
-                                 ws[mt]);
+                                 st + uint32_t(T::kBBytes + T::kWBytes + (fb + mt) * sb), lane, s_off, wq[mt], ws);
+          sp[mt] = sm80::scale_rows_bf16x2(ws, s_byte, mx, mul16_c);
+        }
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
           for (int mt = 0; mt < kMt; ++mt) {
-            sm80::weight_a_frag(a[kk][mt], wq[mt], ws[mt], kk, mx, decode_low_c, mul16_c, high_table_c);
+            sm80::weight_a_frag(a[kk][mt], wq[mt], sp[mt], kk, decode_low_c, high_table_c);
 #pragma unroll
             for (int r = 0; r < 4; ++r) ptx::reg_fence(a[kk][mt][r]);
           }

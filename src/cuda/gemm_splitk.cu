@@ -131,6 +131,7 @@ struct PartialParams {
   const int32_t* a_gather;
   int64_t tiles;
   int kb_per_split;
+  bool a_kperm;     // A is k-permuted in rows of Kp (GEMM 2's h), else logical (GEMM 1's x)
   float* partials;  // [splits][row_space][N] raw fp32 sums (no scale, no bias)
 };
 
@@ -168,6 +169,8 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
   const int nb0 = blockIdx.x * kBlocksPerCta;
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
+  const int s_off = sm80::scale_word_offset(g, t, sb), s_byte = sm80::scale_word_byte(t, mx);
+  const int a_row = p.a_kperm ? w.Kp : K;  // A's row length (gemm_internal.hpp kperm_row)
   const int kb_begin = int(blockIdx.z) * p.kb_per_split;
   const int kb_end = min(KB, kb_begin + p.kb_per_split);
   const int n_stages = max(0, (kb_end - kb_begin + kSB - 1) / kSB);
@@ -203,19 +206,21 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
         for (int c = threadIdx.x; c < kSB * kTok * 8; c += kThreads) {
           const int kc = c / (kTok * 8), j = (c / 8) % kTok, ch = c % 8, k = (kbs + kc) * kFragK + ch * 8;
           const int64_t row = s_arow[j];
-          const bool valid = row >= 0 && k < K && kbs + kc < kb_end;
+          const bool valid = row >= 0 && k < a_row && kbs + kc < kb_end;
           ptx::cp_async_16(sa + kc * S::kAColBytes + j * 128 + sm80::a_bf16_swizzle(j, ch),
-                           valid ? p.a_bf16 + row * K + k : p.a_bf16, valid);
+                           valid ? p.a_bf16 + row * a_row + k : p.a_bf16, valid);
         }
       } else {
         for (int c = threadIdx.x; c < kSB * kTok * 4; c += kThreads) {
           const int kc = c / (kTok * 4), j = (c / 4) % kTok, ch = c % 4, k = (kbs + kc) * kFragK + ch * 16;
           const int64_t row = s_arow[j];
-          const bool valid = row >= 0 && k < K && kbs + kc < kb_end;
-          ptx::cp_async_8(sa + kc * S::kAColBytes + j * 32 + ch * 8, valid ? p.a_fp4 + row * (K / 2) + k / 2 : p.a_fp4,
-                          valid);
-          // scale rows (K/16 bytes) need not be 4-byte aligned: plain loads, seen after the barrier
-          sa[S::kADataBytes + kc * kTok * 4 + j * 4 + ch] = valid ? p.a_scale[row * (K / 16) + k / 16] : uint8_t(0);
+          const bool valid = row >= 0 && k < a_row && kbs + kc < kb_end;
+          ptx::cp_async_8(sa + kc * S::kAColBytes + j * 32 + ch * 8,
+                          valid ? p.a_fp4 + row * (a_row / 2) + k / 2 : p.a_fp4, valid);
+          // scale rows (K/16 bytes, logical blocks) need not be 4-byte aligned: plain loads, seen
+          // after the barrier; a block past K (h's padding) scales by 0
+          sa[S::kADataBytes + kc * kTok * 4 + j * 4 + ch] =
+              valid && k < K ? p.a_scale[row * (K / 16) + k / 16] : uint8_t(0);
         }
       }
     };
@@ -244,27 +249,34 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
         const uint8_t* sa = st + S::kWBytes + S::kSBytes + kc * S::kAColBytes;
         const uint8_t* sas = st + S::kWBytes + S::kSBytes + S::kADataBytes + kc * kTok * 4;
         uint4 wq[2];
-        uint2 ws[2];  // NVFP4: bytes [c 4][half 2]; MX: [c 2][half 2] in .x
+        uint32_t sp[2];  // the rows' scale pair, once for the block's four k-steps (kperm)
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           const int blk = (2 * warp + mt) * kSB + kc;
-          sm80::load_weight_frag(st + blk * (kFragWords * 4), st + S::kWBytes + blk * 64, lane, g, sb, mx, wq[mt],
-                                 ws[mt]);
+          uint32_t ws;
+          sm80::load_weight_frag(st + blk * (kFragWords * 4), st + S::kWBytes + blk * 64, lane, s_off, wq[mt], ws);
+          sp[mt] = sm80::scale_rows_bf16x2(ws, s_byte, mx);
         }
 #pragma unroll
         for (int kp = 0; kp < 2; ++kp) {  // k-steps 2kp, 2kp+1
           uint32_t bfrag[4];              // b0, b1 of k-step 2kp, then of 2kp+1
           if constexpr (!A_FP4) {
-            const int j = lane % 8, ch = kp * 4 + lane / 8;
-            ptx::ldmatrix_x4(bfrag, sa + j * 128 + sm80::a_bf16_swizzle(j, ch));
+            if (!p.a_kperm) {  // logical x: lane t's logical k 16t + 8kp .. + 7 of token g
+              const uint4 v = *reinterpret_cast<const uint4*>(sa + g * 128 + sm80::a_bf16_swizzle(g, 2 * t + kp));
+              bfrag[0] = v.x, bfrag[1] = v.y, bfrag[2] = v.z, bfrag[3] = v.w;
+            } else {
+              const int j = lane % 8, ch = kp * 4 + lane / 8;
+              ptx::ldmatrix_x4(bfrag, sa + j * 128 + sm80::a_bf16_swizzle(j, ch));
+            }
           } else {
+            // every k-step of lane t is in block t (kperm); logical x: bytes 8t + 2kk, + 1
+            const uint32_t sc = sm80::e4m3_scale_bf16x2(sas[g * 4 + t]);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int kk = 2 * kp + h;
-              const uint32_t sc = sm80::e4m3_scale_bf16x2(sas[g * 4 + kk]);
 #pragma unroll
               for (int half = 0; half < 2; ++half) {
-                const uint32_t x = sa[g * 32 + kk * 8 + half * 4 + t];
+                const uint32_t x = sa[g * 32 + (p.a_kperm ? kk * 8 + half * 4 + t : 8 * t + 2 * kk + half)];
                 bfrag[2 * h + half] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2((x << 12) | (x << 24)), sc);
               }
             }
@@ -275,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, kSplitKCtasPerSm) splitk_partial_gem
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {
               uint32_t a[4];
-              sm80::weight_a_frag(a, wq[mt], ws[mt], kk, mx);
+              sm80::weight_a_frag(a, wq[mt], sp[mt], kk);
               ptx::mma_m16n8k16_bf16(acc[mt], a, bfrag[2 * h], bfrag[2 * h + 1]);
             }
           }
@@ -309,6 +321,7 @@ __global__ void __launch_bounds__(kThreads) splitk_reduce_gemm1(const ReducePara
   __shared__ int s_expert, s_tile;
   const WeightMatrix& w = p.w;
   const int I = w.N / 2, nblk = (I + 15) / 16;
+  const int64_t Ir = kperm_row(I);  // h is k-permuted (gemm_internal.hpp kperm_index)
   const int x = int(blockIdx.x) * kThreads + int(threadIdx.x);
   const int blk = x % nblk, j = x / nblk;
   const int64_t plane = p.rows.row_space * w.N;
@@ -350,9 +363,11 @@ __global__ void __launch_bounds__(kThreads) splitk_reduce_gemm1(const ReducePara
         const float bu = w.bias ? w.bias[int64_t(e) * w.N + I + i] : 0.0f;
         const float gv = gs[q] * mult + bg, uv = us[q] * mult + bu;
         hv[grp * 8 + q] = round_bf16(gemm1_activation(gv, uv, p.act, p.alpha, p.limit));
-        if (p.h_bf16) p.h_bf16[r * I + i] = bf16_from_f32(hv[grp * 8 + q]);
+        if (p.h_bf16) p.h_bf16[r * Ir + kperm_index(i)] = bf16_from_f32(hv[grp * 8 + q]);
       }
     }
+    if (blk == nblk - 1 && p.h_bf16)  // the row's zero padding, I .. Ir
+      for (int i = I; i < Ir; ++i) p.h_bf16[r * Ir + kperm_index(i)] = 0;
     if (p.h_fp4) {  // W4A4 layers have I % 16 == 0: the block is whole
       float amax = 0.0f;
 #pragma unroll
@@ -361,8 +376,11 @@ __global__ void __launch_bounds__(kThreads) splitk_reduce_gemm1(const ReducePara
       const float inv = nvfp4_inv_scale(sc, p.h_gs);
 #pragma unroll
       for (int q = 0; q < 8; ++q)
-        p.h_fp4[r * (I / 2) + blk * 8 + q] = pack_e2m1(e2m1_from_f32(hv[2 * q] * inv), e2m1_from_f32(hv[2 * q + 1] * inv));
+        p.h_fp4[r * (Ir / 2) + kperm_index(blk * 16 + 2 * q) / 2] =
+            pack_e2m1(e2m1_from_f32(hv[2 * q] * inv), e2m1_from_f32(hv[2 * q + 1] * inv));
       p.h_scale[r * (I / 16) + blk] = sc;
+      if (blk == nblk - 1)
+        for (int i = I; i < Ir; i += 2) p.h_fp4[r * (Ir / 2) + kperm_index(i) / 2] = 0;
     }
   }
 }
@@ -492,7 +510,8 @@ size_t splitk_partials_bytes(const DeviceWeights& dw, int64_t rows_bound, int64_
 bool splitk_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream) {
   const SplitKConfig c = plan("gemm1", cw, cw.w13, a.rows, a.partials, a.partials_bytes);
   if (!c.split || c.grid_y == 0) return false;
-  const PartialParams pp = partial_params(cw.w13, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_gather, c, a.partials);
+  PartialParams pp = partial_params(cw.w13, a.rows, a.a_bf16, a.a_fp4, a.a_scale, a.a_gather, c, a.partials);
+  pp.a_kperm = false;  // x: logical
   if (a.a_fp4) launch_partial<true>(c, pp, cw.device, stream);
   else launch_partial<false>(c, pp, cw.device, stream);
 
@@ -514,7 +533,8 @@ bool splitk_gemm1(const CudaWeights& cw, const Gemm1Args& a, cudaStream_t stream
 bool splitk_gemm2(const CudaWeights& cw, const Gemm2Args& a, cudaStream_t stream) {
   const SplitKConfig c = plan("gemm2", cw, cw.w2, a.rows, a.partials, a.partials_bytes);
   if (!c.split || c.grid_y == 0) return false;
-  const PartialParams pp = partial_params(cw.w2, a.rows, a.a_bf16, a.a_fp4, a.a_scale, nullptr, c, a.partials);
+  PartialParams pp = partial_params(cw.w2, a.rows, a.a_bf16, a.a_fp4, a.a_scale, nullptr, c, a.partials);
+  pp.a_kperm = true;  // h: k-permuted
   if (a.a_fp4) launch_partial<true>(c, pp, cw.device, stream);
   else launch_partial<false>(c, pp, cw.device, stream);
 

@@ -116,23 +116,38 @@ __global__ void __launch_bounds__(1024) stream_active_list(const int32_t* count,
   if (threadIdx.x == 0) active[0] = base;
 }
 
-// B fragment of k-step kk for token row `row` (-1: none): b0 = A[row][k0 + 2t, +1],
-// b1 = A[row][k0 + 2t + 8, +9] as bf16x2, zero past K or without a row.
-template <bool A_FP4>
+// B fragments of the k-block at k0 for token row `row` (-1: none): b[kk] = b0, b1 of k-step kk
+// (MMA positions 16kk + 2t + {0, 1} and + 8: logical k 16t + 4kk + {0, 1} and {2, 3},
+// gemm_internal.hpp kperm), zero past K or without a row. GEMM 1's x is logical: lane t reads
+// its block, logical k k0 + 16t .. + 15, in one piece; GEMM 2's h is k-permuted (rows of Kp,
+// zeros past K).
+template <bool A_FP4, bool GEMM1>
 __device__ __forceinline__ void load_b(const Params& p, int64_t row, int k0, int t, uint32_t (&b)[4][2]) {
-  const int K = p.w.K;
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    const int k = k0 + kk * 16;  // K is a multiple of 16: a k-step is all in or all out
-    const bool ok = row >= 0 && k < K;
-    if constexpr (!A_FP4) {
-      const uint32_t* a = reinterpret_cast<const uint32_t*>(p.a_bf16 + (ok ? row * K + k : 0));
-      b[kk][0] = ok ? __ldg(a + t) : 0u;
-      b[kk][1] = ok ? __ldg(a + 4 + t) : 0u;
+  const int K = p.w.K, a_row = GEMM1 ? K : p.w.Kp;
+  const int kl = k0 + 16 * t;                // the lane's logical block (K % 16 == 0: all in or all out)
+  const bool ok = row >= 0 && (!GEMM1 || kl < K);
+  const bool sc_ok = row >= 0 && kl < K;
+  if constexpr (!A_FP4) {
+    if constexpr (GEMM1) {
+      const uint4* a = reinterpret_cast<const uint4*>(p.a_bf16 + (ok ? row * a_row + kl : 0));
+      const uint4 lo = ok ? __ldg(a) : make_uint4(0u, 0u, 0u, 0u), hi = ok ? __ldg(a + 1) : make_uint4(0u, 0u, 0u, 0u);
+      b[0][0] = lo.x, b[0][1] = lo.y, b[1][0] = lo.z, b[1][1] = lo.w;
+      b[2][0] = hi.x, b[2][1] = hi.y, b[3][0] = hi.z, b[3][1] = hi.w;
     } else {
-      const uint8_t* a = p.a_fp4 + (ok ? row * (K / 2) + k / 2 : 0);
-      const uint32_t x0 = ok ? __ldg(a + t) : 0u, x1 = ok ? __ldg(a + 4 + t) : 0u;
-      const uint32_t sc = sm80::e4m3_scale_bf16x2(ok ? __ldg(p.a_scale + row * (K / 16) + k / 16) : 0u);
+      const uint32_t* a = reinterpret_cast<const uint32_t*>(p.a_bf16 + (ok ? row * a_row + k0 : 0));
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        b[kk][0] = ok ? __ldg(a + 8 * kk + t) : 0u;
+        b[kk][1] = ok ? __ldg(a + 8 * kk + 4 + t) : 0u;
+      }
+    }
+  } else {
+    const uint8_t* a = p.a_fp4 + (ok ? row * (a_row / 2) + k0 / 2 : 0);
+    const uint32_t sc = sm80::e4m3_scale_bf16x2(sc_ok ? __ldg(p.a_scale + row * (K / 16) + kl / 16) : 0u);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int i0 = GEMM1 ? 8 * t + 2 * kk : 8 * kk + t, i1 = GEMM1 ? i0 + 1 : i0 + 4;
+      const uint32_t x0 = ok ? __ldg(a + i0) : 0u, x1 = ok ? __ldg(a + i1) : 0u;
       b[kk][0] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2((x0 << 12) | (x0 << 24)), sc);
       b[kk][1] = ptx::mul_bf16x2(ptx::e2m1x2_top_nibbles_to_bf16x2((x1 << 12) | (x1 << 24)), sc);
     }
@@ -149,6 +164,7 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
   const int sb = frag_scale_bytes(w.block), chunks = sb / 16;
   const uint32_t decode_low = sm80::decode_table(w);
   const bool mx = w.block == 32;
+  const int s_off = sm80::scale_word_offset(g, t, sb), s_byte = sm80::scale_word_byte(t, mx);
   uint8_t* ring = smem + warp * (kStages * kStageBytes);
   // A grid launched as this one's dependent (GEMM 2 after GEMM 1, FP4MOE_PDL=1) may start
   // now: it streams its own weights until it needs this grid's output.
@@ -203,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
       for (int kb = 0; kb < KB; ++kb) {
         uint32_t b[NT][4][2];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) load_b<A_FP4>(p, arow[nt], kb * kFragK, t, b[nt]);
+        for (int nt = 0; nt < NT; ++nt) load_b<A_FP4, GEMM1>(p, arow[nt], kb * kFragK, t, b[nt]);
         ptx::cp_async_wait_group<kStages - 2>();
         __syncwarp();  // stage kb visible to the whole warp; stage kb - 1 consumed by all lanes
         issue(kb + kStages - 1);
@@ -212,12 +228,13 @@ __global__ void __launch_bounds__(kThreads, kStreamCtasPerSm) stream_gemm(const 
         for (int mt = 0; mt < 2; ++mt) {
           if (mt == 1 && !two) break;
           uint4 wq;
-          uint2 ws;
-          sm80::load_weight_frag(st + mt * 512, st + 1024 + mt * 64, lane, g, sb, mx, wq, ws);
+          uint32_t ws;
+          sm80::load_weight_frag(st + mt * 512, st + 1024 + mt * 64, lane, s_off, wq, ws);
+          const uint32_t sp = sm80::scale_rows_bf16x2(ws, s_byte, mx);  // once for the four k-steps (kperm)
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
             uint32_t a[4];
-            sm80::weight_a_frag(a, wq, ws, kk, mx, decode_low);
+            sm80::weight_a_frag(a, wq, sp, kk, decode_low);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) ptx::mma_m16n8k16_bf16(acc[mt][nt], a, b[nt][kk][0], b[nt][kk][1]);
           }

@@ -1,14 +1,15 @@
 // NVFP4 <-> bf16 row conversions that let the wgmma GEMMs (gemm_sm90.cu), which read bf16
 // activations only, serve W4A4 layers exactly (gemm_internal.hpp, "staging through bf16"):
-//   stage_nvfp4_to_bf16  A (GEMM 1) or h (GEMM 2) NVFP4 -> bf16, value e2m1 * e4m3 exactly
+//   stage_nvfp4_to_bf16  A (GEMM 1) or h (GEMM 2) NVFP4 -> bf16, value e2m1 * e4m3 exactly,
+//                        logical or k-permuted (KOrder; h is k-permuted, gemm_internal.hpp kperm)
 //   stage_bf16_to_nvfp4  GEMM 1's bf16 h -> NVFP4 with q_scale h_gs, the arithmetic of the fast
-//                        path's GEMM-1 epilogue (gemm_sm80_core.cuh epilogue_gemm1)
+//                        path's GEMM-1 epilogue (gemm_sm80_core.cuh epilogue_gemm1), k-permuted
 //   stage_bf16_to_nvfp4_values  the same requantization, its values written back over h
 // Plain CUDA (any architecture); meant to be memory-bound: one warp per (row, run of 256
-// elements), each lane 8 consecutive elements (4 bytes of codes, 16 bytes of bf16; the values
-// kernel 16, a run of 512), so every access of a warp is one contiguous run, and a decode
-// step's few rows still spread over many warps (one warp per whole row took 24 us for
-// kimi-k2's single A row at T = 1 on the H200).
+// elements), each lane 8 consecutive elements (4 bytes of codes, 16 bytes of bf16), or on
+// k-permuted rows 16 (one block: eight 4-byte pairs, which a warp's lanes read as 16-byte runs
+// of 8 k-blocks), so a decode step's few rows still spread over many warps (one warp per whole
+// row took 24 us for kimi-k2's single A row at T = 1 on the H200).
 //
 // Why not quantize.cu's nvfp4_rows_kernel for the requantization: its block amax starts from
 // 0 (amax_update), the epilogue's from the block's own elements (fmaxf). Both skip NaN
@@ -29,7 +30,7 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxCtas = 2048;  // runs are walked grid-stride: ~16 CTAs per SM keep every SM busy
 constexpr int kRunSteps = 32;   // 8-element steps per warp run: one per lane
-static_assert(kNvfp4Block == 16, "a lane's 8 elements are half an NVFP4 block: its partner lane holds the other half");
+static_assert(kNvfp4Block == 16, "a lane step of 16 elements is one NVFP4 block");
 
 // The rows one launch walks: rows [0, dense) when dense > 0, else the rows of the experts of
 // (begin, count), numbered expert after expert (live row q of expert e is begin[e] + q - first[e]).
@@ -120,7 +121,8 @@ __device__ __forceinline__ void for_each_run(const Walk& wk, int64_t K, Body bod
   }
 }
 
-// out [*, K] bf16 <- fp4 [*, K/2], scale [*, K/16]. Lane step c: elements 8c..8c+7.
+// out [*, K] bf16 <- fp4 [*, K/2], scale [*, K/16]. Lane step c: elements 8c..8c+7. Logical
+// rows in and out (GEMM 1's x for the mma.sync kernels).
 template <bool LIVE>
 __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* __restrict__ fp4,
                                                                  const uint8_t* __restrict__ scale, int64_t K,
@@ -135,11 +137,30 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* 
   });
 }
 
-// The 8 bf16 of raw (16 bytes of h, element j in half j % 2 of word j / 2) as fp32 x[0..8).
-__device__ __forceinline__ void bf16x8_to_f32(uint4 raw, float* x) {
-  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+// The same into k-permuted rows of Kp (gemm_internal.hpp kperm_index; zeros past K), from
+// logical (in_kperm false: GEMM 1's x for the wgmma kernels) or k-permuted (GEMM 2's h) codes.
+// Lane step c: the 16-block of logical k 16c .. 16c + 15, eight pairs (a pair stays whole).
+template <bool LIVE>
+__global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kperm_kernel(const uint8_t* __restrict__ fp4,
+                                                                       const uint8_t* __restrict__ scale, int64_t K,
+                                                                       bool in_kperm, Walk wk,
+                                                                       uint16_t* __restrict__ out) {
+  const int64_t Kp = kperm_row(K), in_row = in_kperm ? Kp : K;
+  for_each_run<LIVE, 16>(wk, Kp, [&](int64_t r, int64_t c) {
+    if (c >= Kp / 16) return;
+    const bool real = c < K / 16;
+    const float s = real ? e4m3_to_f32(scale[r * (K / 16) + c]) : 0.0f;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) x[j] = bf16_to_f32(uint16_t(w[j / 2] >> (16 * (j % 2))));
+    for (int m = 0; m < 8; ++m) {
+      const int64_t k = 16 * c + 2 * m, at = kperm_index(k);
+      uint32_t word = 0u;
+      if (real) {
+        const uint32_t code = fp4[r * (in_row / 2) + (in_kperm ? at : k) / 2];
+        word = uint32_t(nvfp4_value_bf16(uint8_t(code & 15u), s)) | uint32_t(nvfp4_value_bf16(uint8_t(code >> 4), s)) << 16;
+      }
+      *reinterpret_cast<uint32_t*>(out + r * Kp + at) = word;
+    }
+  });
 }
 
 // epilogue_gemm1's block amax over x[0..N): fmaxf over |x|, any order (fmaxf skips NaN; NaN
@@ -152,62 +173,63 @@ __device__ __forceinline__ float abs_max(const float* x) {
   return amax;
 }
 
-// The requantization of one lane's 8 bf16 of h (raw; zeros on a lane past the row, which must
-// still call this: its partner's shuffle needs it) with q_scale gs, lanes 2m and 2m + 1 holding
-// one 16-block: returns the block's scale code (abs_max over the 16, by shuffle, then the SPEC
-// §2 scale); codes = this half's 8 e2m1 via format.h, two per byte, low nibble first.
-__device__ __forceinline__ uint8_t requantize_half(uint4 raw, float gs, uint32_t& codes) {
-  float x[8];
-  bf16x8_to_f32(raw, x);
-  const float amax = abs_max<8>(x);
-  const uint8_t sc = nvfp4_scale_code(fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1)), gs);
-  const float inv = nvfp4_inv_scale(sc, gs);
-  codes = 0;
+// The 16 bf16 of h's logical block c of row `row` (k-permuted, gemm_internal.hpp kperm_index:
+// eight pairs) as fp32, and each pair's index.
+__device__ __forceinline__ void load_kperm_block(const uint16_t* row, int64_t c, float (&x)[16], int64_t (&at)[8]) {
 #pragma unroll
-  for (int j = 0; j < 4; ++j)
-    codes |= uint32_t(pack_e2m1(e2m1_from_f32(x[2 * j] * inv), e2m1_from_f32(x[2 * j + 1] * inv))) << (8 * j);
-  return sc;
+  for (int m = 0; m < 8; ++m) {
+    at[m] = kperm_index(16 * c + 2 * m);
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(row + at[m]);
+    x[2 * m] = bf16_to_f32(uint16_t(w));
+    x[2 * m + 1] = bf16_to_f32(uint16_t(w >> 16));
+  }
 }
 
-// fp4 [*, K/2], scale [*, K/16] <- h [*, K] bf16, q_scale gs. Lanes 2m and 2m+1 hold the two
-// halves of one 16-block (K / 8 is even, so they step together).
+// fp4 [*, Kp/2] (k-permuted, zeros past K), scale [*, K/16] <- h [*, Kp] bf16 (k-permuted),
+// q_scale gs: the arithmetic of epilogue_gemm1's requantization. A lane per 16-block.
 __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_kernel(const uint16_t* __restrict__ h, int64_t K, Walk wk,
                                                                  float gs, uint8_t* __restrict__ fp4,
                                                                  uint8_t* __restrict__ scale) {
-  const int lane = threadIdx.x % 32;
-  for_each_run<true, 8>(wk, K, [&](int64_t r, int64_t c) {
-    const bool on = c < K / 8;  // every lane runs to the shuffle in requantize_half
-    uint4 raw = make_uint4(0u, 0u, 0u, 0u);
-    if (on) raw = *reinterpret_cast<const uint4*>(h + r * K + c * 8);
-    uint32_t codes;
-    const uint8_t sc = requantize_half(raw, gs, codes);
-    if (!on) return;
-    *reinterpret_cast<uint32_t*>(fp4 + r * (K / 2) + c * 4) = codes;
-    if (lane % 2 == 0) scale[r * (K / 16) + c / 2] = sc;
+  const int64_t Kp = kperm_row(K);
+  for_each_run<true, 16>(wk, Kp, [&](int64_t r, int64_t c) {
+    if (c >= Kp / 16) return;
+    if (c >= K / 16) {  // the row's padding: zero codes
+#pragma unroll
+      for (int m = 0; m < 8; ++m) fp4[r * (Kp / 2) + kperm_index(16 * c + 2 * m) / 2] = 0;
+      return;
+    }
+    float x[16];
+    int64_t at[8];
+    load_kperm_block(h + r * Kp, c, x, at);
+    const uint8_t sc = nvfp4_scale_code(abs_max<16>(x), gs);
+    const float inv = nvfp4_inv_scale(sc, gs);
+#pragma unroll
+    for (int m = 0; m < 8; ++m)
+      fp4[r * (Kp / 2) + at[m] / 2] = pack_e2m1(e2m1_from_f32(x[2 * m] * inv), e2m1_from_f32(x[2 * m + 1] * inv));
+    scale[r * (K / 16) + c] = sc;
   });
 }
 
-// h [*, K] bf16, in place <- the values e2m1 * e4m3 of its requantization with q_scale gs
-// (bf16_to_nvfp4_kernel's codes and scales as nvfp4_value_bf16, without the q_scale; computed
-// without the codes, nvfp4_requant_values_bf16x8). A lane takes a whole 16-block (32 bytes
-// read and rewritten), so no shuffle, and the scale's arithmetic is paid once per 16 values:
-// abs_max over all 16. On the H200 (notes v62, ncu) 41-56% faster than a lane
-// per 8 values (qwen3-30b W4A4 T = 8192 130 -> 76 us, kimi-k2 T = 16384 701 -> 305 us).
+// h [*, Kp] bf16 (k-permuted), in place <- the values e2m1 * e4m3 of its requantization with
+// q_scale gs (bf16_to_nvfp4_kernel's codes and scales as nvfp4_value_bf16, without the q_scale;
+// computed without the codes, nvfp4_requant_values_bf16x8). A lane takes a whole 16-block, so no
+// shuffle, and the scale's arithmetic is paid once per 16 values: abs_max over all 16. On the
+// H200 (notes v62, ncu, logical rows) 41-56% faster than a lane per 8 values (qwen3-30b W4A4
+// T = 8192 130 -> 76 us, kimi-k2 T = 16384 701 -> 305 us). The padding stays as GEMM 1 wrote it.
 __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_values_kernel(uint16_t* h, int64_t K, Walk wk, float gs) {
+  const int64_t Kp = kperm_row(K);
   for_each_run<true, 16>(wk, K, [&](int64_t r, int64_t c) {
     if (c >= K / 16) return;
-    uint4* p = reinterpret_cast<uint4*>(h + r * K + c * 16);
-    const uint4 lo = p[0], hi = p[1];
     float x[16];
-    bf16x8_to_f32(lo, x);
-    bf16x8_to_f32(hi, x + 8);
+    int64_t at[8];
+    load_kperm_block(h + r * Kp, c, x, at);
     const uint8_t sc = nvfp4_scale_code(abs_max<16>(x), gs);
     const float inv = nvfp4_inv_scale(sc, gs), sv = e4m3_to_f32(sc);
-    uint32_t v[4];
-    nvfp4_requant_values_bf16x8(x, inv, sv, v);
-    p[0] = make_uint4(v[0], v[1], v[2], v[3]);
-    nvfp4_requant_values_bf16x8(x + 8, inv, sv, v);
-    p[1] = make_uint4(v[0], v[1], v[2], v[3]);
+    uint32_t v[2][4];
+    nvfp4_requant_values_bf16x8(x, inv, sv, v[0]);
+    nvfp4_requant_values_bf16x8(x + 8, inv, sv, v[1]);
+#pragma unroll
+    for (int m = 0; m < 8; ++m) *reinterpret_cast<uint32_t*>(h + r * Kp + at[m]) = v[m / 4][m % 4];
   });
 }
 
@@ -223,14 +245,25 @@ size_t scan_smem(int64_t num_experts) { return size_t(num_experts + 1) * sizeof(
 }  // namespace
 
 void stage_nvfp4_to_bf16(const uint8_t* fp4, const uint8_t* scale, int64_t K, const ExpertRows& rows,
-                         int64_t num_experts, int64_t dense_rows, uint16_t* out, cudaStream_t stream) {
+                         int64_t num_experts, int64_t dense_rows, uint16_t* out, cudaStream_t stream,
+                         KOrder in, KOrder out_order) {
   const Walk wk{rows.begin, rows.count, int(num_experts), dense_rows};
-  if (dense_rows > 0) {
-    nvfp4_to_bf16_kernel<false><<<grid_for(dense_rows, K), kThreads, 0, stream>>>(fp4, scale, K, wk, out);
+  const bool live = dense_rows <= 0;
+  if (live && rows.rows_bound <= 0) return;
+  const int64_t n = live ? rows.rows_bound : dense_rows;
+  const size_t smem = live ? scan_smem(num_experts) : 0;
+  if (in == KOrder::logical && out_order == KOrder::logical) {
+    if (live) nvfp4_to_bf16_kernel<true><<<grid_for(n, K), kThreads, smem, stream>>>(fp4, scale, K, wk, out);
+    else nvfp4_to_bf16_kernel<false><<<grid_for(n, K), kThreads, smem, stream>>>(fp4, scale, K, wk, out);
   } else {
-    if (rows.rows_bound <= 0) return;
-    nvfp4_to_bf16_kernel<true><<<grid_for(rows.rows_bound, K), kThreads, scan_smem(num_experts), stream>>>(
-        fp4, scale, K, wk, out);
+    if (out_order != KOrder::kperm)
+      detail::fail_arg("stage_nvfp4_to_bf16: out_order: got logical from k-permuted codes, need kperm");
+    const bool in_kperm = in == KOrder::kperm;
+    const int64_t Kp = kperm_row(K);
+    if (live)
+      nvfp4_to_bf16_kperm_kernel<true><<<grid_for<16>(n, Kp), kThreads, smem, stream>>>(fp4, scale, K, in_kperm, wk, out);
+    else
+      nvfp4_to_bf16_kperm_kernel<false><<<grid_for<16>(n, Kp), kThreads, smem, stream>>>(fp4, scale, K, in_kperm, wk, out);
   }
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
@@ -239,8 +272,8 @@ void stage_bf16_to_nvfp4(const uint16_t* h, int64_t K, const ExpertRows& rows, i
                          uint8_t* fp4, uint8_t* scale, cudaStream_t stream) {
   if (rows.rows_bound <= 0) return;
   const Walk wk{rows.begin, rows.count, int(num_experts), 0};
-  bf16_to_nvfp4_kernel<<<grid_for(rows.rows_bound, K), kThreads, scan_smem(num_experts), stream>>>(h, K, wk, gs, fp4,
-                                                                                                scale);
+  bf16_to_nvfp4_kernel<<<grid_for<16>(rows.rows_bound, kperm_row(K)), kThreads, scan_smem(num_experts), stream>>>(
+      h, K, wk, gs, fp4, scale);
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 

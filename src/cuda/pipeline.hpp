@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "backend.hpp"
+#include "cuda/gemm.hpp"
 
 namespace fp4moe::cuda {
 
@@ -162,14 +163,17 @@ struct ActRows {
   const int32_t* group_count = nullptr;
   int64_t M = 0;
 };
-// -> out (rows, K) bf16, contiguous.
-void act_to_bf16(const ActRows& src, uint16_t* out, cudaStream_t stream);
+// -> out (rows, K) bf16, contiguous; KOrder::kperm: k-permuted, rows of kperm_row(K) with
+// zeros past K (gemm_internal.hpp kperm_index: the wgmma kernels' A, Gemm1Args::a_kperm).
+void act_to_bf16(const ActRows& src, uint16_t* out, cudaStream_t stream, KOrder order = KOrder::logical);
 // -> NVFP4 with q_scale gs: data (rows, K/2), linear e4m3 scale (rows, K/16). K % 16 == 0.
 void act_to_nvfp4(const ActRows& src, float gs, uint8_t* data, uint8_t* scale, cudaStream_t stream);
 // -> out (rows, K) bf16, 16-byte aligned: the values act_to_nvfp4 quantizes to, e2m1 * e4m3
 // without the q_scale, exactly (nvfp4_value_bf16): for the GEMM paths that run W4A4 on bf16
 // activations (gemm_stages_activations), quantization and staging in one pass. K % 16 == 0.
-void act_to_nvfp4_values(const ActRows& src, float gs, uint16_t* out, cudaStream_t stream);
+// KOrder::kperm: k-permuted, as act_to_bf16's.
+void act_to_nvfp4_values(const ActRows& src, float gs, uint16_t* out, cudaStream_t stream,
+                         KOrder order = KOrder::logical);
 
 // The plain tensor quantizer: x (rows, K) contiguous f32|bf16|f16, values taken as
 // they are (no bf16 rounding), bit-exact with detail::nvfp4_quantize_rows on the same

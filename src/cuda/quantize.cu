@@ -60,33 +60,60 @@ __global__ void __launch_bounds__(kThreads) nvfp4_rows_kernel(SrcRows s, float g
 
 // out (rows, K) bf16, the quantized values e2m1 * e4m3 (nvfp4_value_bf16, exact), without the
 // q_scale: what the staging kernel makes of nvfp4_rows_kernel's output, in one pass. One
-// thread per block of 16 (32 bytes out; out is 16-byte aligned and K % 16 == 0).
+// thread per block of 16 (32 bytes out; out is 16-byte aligned and K % 16 == 0). KPERM: out
+// k-permuted, rows of kperm_row(K) with zeros past K (gemm_internal.hpp kperm_index: the
+// wgmma kernels' A), a thread per block of those rows.
+template <bool KPERM>
 __global__ void __launch_bounds__(kThreads) nvfp4_values_rows_kernel(SrcRows s, float gs,
                                                                      uint16_t* __restrict__ out) {
-  int64_t r, b;
   ptx::grid_dependency_trigger();  // a dependent GEMM 1 waits for this grid's end (decode_pdl)
-  if (!thread_block(s, r, b)) return;
-  uint32_t lo[4], hi[4];
-  quantize_block_values(s, r, b, gs, lo, hi);
-  uint4* o = reinterpret_cast<uint4*>(out + r * s.K + b * kNvfp4Block);
-  o[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-  o[1] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+  if constexpr (!KPERM) {
+    int64_t r, b;
+    if (!thread_block(s, r, b)) return;
+    uint32_t lo[4], hi[4];
+    quantize_block_values(s, r, b, gs, lo, hi);
+    uint4* o = reinterpret_cast<uint4*>(out + r * s.K + b * kNvfp4Block);
+    o[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+    o[1] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+  } else {
+    const int64_t Kp = kperm_row(s.K), nb = Kp / kNvfp4Block;
+    const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+    if (i >= s.rows * nb) return;
+    const int64_t r = i / nb, b = i % nb;
+    if (!row_live(s, r)) return;
+    uint32_t v[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+    if (b * kNvfp4Block < s.K) {
+      uint32_t lo[4], hi[4];
+      quantize_block_values(s, r, b, gs, lo, hi);
+      for (int j = 0; j < 4; ++j) v[j] = lo[j], v[4 + j] = hi[j];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      *reinterpret_cast<uint32_t*>(out + r * Kp + kperm_index(b * kNvfp4Block + 2 * j)) = v[j];
+  }
 }
 
-// out (rows, K) bf16: one thread per 8 columns.
+// out (rows, K) bf16: one thread per 8 columns. KPERM: k-permuted, rows of kperm_row(K) with
+// zeros past K (as nvfp4_values_rows_kernel's).
+template <bool KPERM>
 __global__ void __launch_bounds__(kThreads) bf16_rows_kernel(SrcRows s, uint16_t* __restrict__ out) {
-  const int64_t nc = s.K / 8;
+  const int64_t row_len = KPERM ? kperm_row(s.K) : s.K, nc = row_len / 8;
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   ptx::grid_dependency_trigger();  // a dependent GEMM 1 waits for this grid's end (decode_pdl)
   if (i >= s.rows * nc) return;
   const int64_t r = i / nc, c = (i % nc) * 8;
   if (!row_live(s, r)) return;
-  float v[8];
-  load_row<8>(s, r, c, v);
-  uint16_t* o = out + r * s.K + c;
+  float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  if (c < s.K) load_row<8>(s, r, c, v);
   uint32_t w[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) w[j] = uint32_t(bf16_from_f32(v[2 * j])) | (uint32_t(bf16_from_f32(v[2 * j + 1])) << 16);
+  if constexpr (KPERM) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) *reinterpret_cast<uint32_t*>(out + r * row_len + kperm_index(c + 2 * j)) = w[j];
+    return;
+  }
+  uint16_t* o = out + r * s.K + c;
   if ((reinterpret_cast<uintptr_t>(o) & 15u) == 0) {
     *reinterpret_cast<uint4*>(o) = make_uint4(w[0], w[1], w[2], w[3]);
   } else {
@@ -127,23 +154,29 @@ void act_to_nvfp4(const ActRows& src, float gs, uint8_t* data, uint8_t* scale, c
   launch_nvfp4(make_src(src, true), gs, data, scale, stream);
 }
 
-void act_to_nvfp4_values(const ActRows& src, float gs, uint16_t* out, cudaStream_t stream) {
+void act_to_nvfp4_values(const ActRows& src, float gs, uint16_t* out, cudaStream_t stream, KOrder order) {
   const SrcRows s = make_src(src, true);
   if (s.K % kNvfp4Block != 0)
     detail::fail_arg("activations: K: got " + std::to_string(s.K) + ", need a multiple of 16");
   if (reinterpret_cast<uintptr_t>(out) % 16 != 0) detail::fail_arg("act_to_nvfp4_values: out: need 16-byte alignment");
-  const int64_t n = s.rows * (s.K / kNvfp4Block);
+  const bool kperm = order == KOrder::kperm;
+  const int64_t n = s.rows * ((kperm ? kperm_row(s.K) : s.K) / kNvfp4Block);
   if (n <= 0) return;
-  nvfp4_values_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(s, gs, out);
+  if (kperm) nvfp4_values_rows_kernel<true><<<grid_for(n), kThreads, 0, stream>>>(s, gs, out);
+  else nvfp4_values_rows_kernel<false><<<grid_for(n), kThreads, 0, stream>>>(s, gs, out);
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 
-void act_to_bf16(const ActRows& src, uint16_t* out, cudaStream_t stream) {
+void act_to_bf16(const ActRows& src, uint16_t* out, cudaStream_t stream, KOrder order) {
   const SrcRows s = make_src(src, true);
   if (s.K % 8 != 0) detail::fail_arg("activations: K: got " + std::to_string(s.K) + ", need a multiple of 8");
-  const int64_t n = s.rows * (s.K / 8);
+  const bool kperm = order == KOrder::kperm;
+  if (kperm && s.K % kNvfp4Block != 0)
+    detail::fail_arg("activations: K: got " + std::to_string(s.K) + ", need a multiple of 16 (k-permuted rows)");
+  const int64_t n = s.rows * ((kperm ? kperm_row(s.K) : s.K) / 8);
   if (n <= 0) return;
-  bf16_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(s, out);
+  if (kperm) bf16_rows_kernel<true><<<grid_for(n), kThreads, 0, stream>>>(s, out);
+  else bf16_rows_kernel<false><<<grid_for(n), kThreads, 0, stream>>>(s, out);
   FP4MOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -93,8 +93,9 @@ HostFragments build_fragments(const char* name, const detail::HostBytes& data, c
     m.epi[e] = (exp2i(F / 2) * exp2i(F - F / 2)) * dq[e];
     // Word by word: word (lane, kk) of block (nb, kb) takes one byte (two consecutive k)
     // per register a_j from canonical row canon(n') (see gemm_internal.hpp): byte j from row
-    // n0 + lane / 4 + 8 (j & 1) at k = kb * 64 + kk * 16 + (lane % 4) * 2 + 8 (j >> 1). A
-    // k-step past K (K is a multiple of 16) holds zero codes.
+    // n0 + lane / 4 + 8 (j & 1) at logical k = kb * 64 + (lane % 4) * 16 + kk * 4 + 2 (j >> 1)
+    // (kperm_position: MMA position kk * 16 + 8 (j >> 1) + (lane % 4) * 2). A lane whose block
+    // starts past K (K is a multiple of 16) holds zero codes.
     const int KB = Kp / kFragK, NG = frag_groups(N);
     const uint8_t* rows[kFragRows];
     for (int64_t n0 = 0; n0 < N; n0 += kFragRows) {
@@ -103,14 +104,14 @@ HostFragments build_fragments(const char* name, const detail::HostBytes& data, c
         uint32_t* out = m.q.data() + frag_block(e, n0 / kFragRows, kb, NG, KB) * kFragWords;
         for (int lane = 0; lane < 32; ++lane)
           for (int kk = 0; kk < 4; ++kk) {
-            const int64_t k0 = int64_t(kb) * kFragK + kk * 16;
+            const int64_t kl = int64_t(kb) * kFragK + (lane % 4) * 16;  // the lane's logical block
             uint32_t word = 0;
-            if (k0 < K) {
-              const int64_t c = (k0 + (lane % 4) * 2) / 2;  // byte column of j = 0
+            if (kl < K) {
+              const int64_t c = (kl + kk * 4) / 2;  // byte column of j = 0
               const uint8_t* lo = rows[lane / 4];
               const uint8_t* hi = rows[lane / 4 + 8];
-              word = kByteWords.w[0][lo[c]] | kByteWords.w[1][hi[c]] | kByteWords.w[2][lo[c + 4]] |
-                     kByteWords.w[3][hi[c + 4]];
+              word = kByteWords.w[0][lo[c]] | kByteWords.w[1][hi[c]] | kByteWords.w[2][lo[c + 1]] |
+                     kByteWords.w[3][hi[c + 1]];
             }
             out[lane * 4 + kk] = word;
           }

@@ -635,9 +635,15 @@ TEST(CudaStaging, RequantizesExpertRowsBitExact) {
       std::vector<char> live(size_t(space), 0);
       for (int e = 0; e < E; ++e)
         for (int32_t q = 0; q < count[size_t(e)]; ++q) live[size_t(begin[size_t(e)] + q)] = 1;
+      // The kernels take h as GEMM 1 writes it: k-permuted rows of Kp (cuda/gemm.hpp KOrder, zeros
+      // past K), and write the codes so; the checks below read them back in logical order.
+      const int64_t Kp = cuda::kperm_row(K);
+      std::vector<uint16_t> hp(size_t(space * Kp), 0);
+      for (int64_t r = 0; r < space; ++r)
+        for (int64_t k = 0; k < K; ++k) hp[size_t(r * Kp + cuda::kperm_index(k))] = h[size_t(r * K + k)];
       for (float gs : {1.0f / 0.0123f, 448.0f * 6.0f / 7.5f}) {
         SCOPED_TRACE("gs " + std::to_string(gs));
-        DeviceBuffer d_begin(begin), d_count(count), d_h(h), d_fp4(size_t(space * K / 2)), d_sc(size_t(space * K / 16));
+        DeviceBuffer d_begin(begin), d_count(count), d_h(hp), d_fp4(size_t(space * Kp / 2)), d_sc(size_t(space * K / 16));
         cuda::ExpertRows er;
         er.begin = d_begin.as<int32_t>();
         er.count = d_count.as<int32_t>();
@@ -646,9 +652,22 @@ TEST(CudaStaging, RequantizesExpertRowsBitExact) {
         cuda::stage_bf16_to_nvfp4(d_h.as<uint16_t>(), K, er, E, gs, d_fp4.as<uint8_t>(), d_sc.as<uint8_t>(), nullptr);
         cuda::stage_bf16_to_nvfp4_values(d_h.as<uint16_t>(), K, er, E, gs, nullptr);
         TEST_CUDA(cudaDeviceSynchronize());
-        const auto got_h = d_h.download<uint16_t>();
-        const auto got_d = d_fp4.download<uint8_t>();
+        const auto got_hp = d_h.download<uint16_t>();
+        const auto got_dp = d_fp4.download<uint8_t>();
         const auto got_s = d_sc.download<uint8_t>();
+        // logical views; the padding: values as they were (0), codes 0 on an expert's row
+        std::vector<uint16_t> got_h(size_t(space * K));
+        std::vector<uint8_t> got_d(size_t(space * K / 2));
+        for (int64_t r = 0; r < space; ++r) {
+          for (int64_t k = 0; k < K; ++k) got_h[size_t(r * K + k)] = got_hp[size_t(r * Kp + cuda::kperm_index(k))];
+          for (int64_t k = 0; k < K; k += 2)
+            got_d[size_t((r * K + k) / 2)] = got_dp[size_t((r * Kp + cuda::kperm_index(k)) / 2)];
+          for (int64_t k = K; k < Kp; k += 2) {
+            EXPECT_EQ(got_hp[size_t(r * Kp + cuda::kperm_index(k))], 0u) << "row " << r << " padding k " << k;
+            EXPECT_EQ(got_dp[size_t((r * Kp + cuda::kperm_index(k)) / 2)], live[size_t(r)] ? 0u : 0xFFu)
+                << "row " << r << " padding k " << k;
+          }
+        }
         int bad = 0;
         for (int64_t r = 0; r < space && bad < 3; ++r) {
           bool ok_v = true, ok_d = true, ok_s = true;

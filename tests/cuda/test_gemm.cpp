@@ -254,8 +254,36 @@ void expect_untouched(const std::vector<uint8_t>& all, const std::vector<bool>& 
 }
 
 struct Gemm1Out {
-  std::vector<uint8_t> h, fp4, scale;  // guard + payload + guard each
+  std::vector<uint8_t> h, fp4, scale;  // guard + payload + guard each (h, fp4: logical rows)
 };
+
+// h's rows as gemm1 writes them, k-permuted (gemm_internal.hpp kperm_index: kperm_row(I)
+// entries, a pair of entries pair_bytes bytes: 4 bf16, 1 NVFP4), <-> logical rows of I entries;
+// guards kept (guard + payload + guard). To logical drops the padding; to k-permuted zeroes it.
+std::vector<uint8_t> logical_from_kperm(const std::vector<uint8_t>& all, int64_t rows, int64_t I, int pair_bytes) {
+  const int64_t Ir = kperm_row(I), in_row = Ir / 2 * pair_bytes, out_row = I / 2 * pair_bytes;
+  std::vector<uint8_t> out(size_t(rows * out_row) + 2 * kGuard);
+  std::copy(all.begin(), all.begin() + kGuard, out.begin());
+  std::copy(all.end() - kGuard, all.end(), out.end() - kGuard);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t m = 0; m < I / 2; ++m)
+      std::memcpy(&out[kGuard + size_t(r * out_row + m * pair_bytes)],
+                  &all[kGuard + size_t(r * in_row + kperm_index(2 * m) / 2 * pair_bytes)], size_t(pair_bytes));
+  return out;
+}
+template <class T>
+std::vector<T> kperm_from_logical(const std::vector<T>& logical, int64_t rows, int64_t I, int pair_bytes) {
+  if (logical.empty()) return logical;
+  const int64_t Ir = kperm_row(I), in_row = I / 2 * pair_bytes, out_row = Ir / 2 * pair_bytes;
+  std::vector<T> out(size_t(rows * out_row) / sizeof(T), T(0));
+  const auto* src = reinterpret_cast<const uint8_t*>(logical.data());
+  auto* dst = reinterpret_cast<uint8_t*>(out.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t m = 0; m < I / 2; ++m)
+      std::memcpy(dst + r * out_row + kperm_index(2 * m) / 2 * pair_bytes, src + r * in_row + m * pair_bytes,
+                  size_t(pair_bytes));
+  return out;
+}
 
 // The GEMM path's scratch (splitk partials, stream expert list; guarded: nothing may be
 // written past it), or none.
@@ -281,10 +309,15 @@ Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path, boo
   const int64_t I = p.s.I, H = p.s.H;
   Partials part(dw, p, path);
   Dev<int32_t> begin(p.begin), count(p.count), gather(p.gather);
-  Dev<uint16_t> a_bf16(p.a_bf16);
+  // bf16 A k-permuted where GEMM 1 runs the wgmma kernels (Gemm1Args::a_kperm), as the layer
+  // prepares it; NVFP4 A as it is (gemm1 stages it)
+  const bool kperm = !p.s.w4a4 && gemm1_reads_kperm(dw, path, p.rows_bound);
+  const int64_t a_rows = int64_t(p.a_bf16.size()) / std::max<int64_t>(H, 1);
+  Dev<uint16_t> a_bf16(kperm ? kperm_from_logical(p.a_bf16, a_rows, H, 4) : p.a_bf16);
   Dev<uint8_t> a_fp4(p.a_fp4), a_scale(p.a_scale);
-  Guarded h(size_t(p.row_space * I * 2));
-  Guarded hq(size_t(p.row_space * I / 2)), hs(size_t(p.row_space * I / 16));
+  const int64_t Ir = kperm_row(I);  // h is k-permuted (Gemm1Args)
+  Guarded h(size_t(p.row_space * Ir * 2));
+  Guarded hq(size_t(p.row_space * Ir / 2)), hs(size_t(p.row_space * I / 16));
   Gemm1Args a;
   a.rows = {begin.p, count.p, p.rows_bound, p.row_space};
   if (p.s.w4a4) {
@@ -296,6 +329,7 @@ Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path, boo
     a.h_gs = 1.0f / 0.05f;
   } else {
     a.a_bf16 = a_bf16.p;
+    a.a_kperm = kperm;
   }
   a.a_gather = p.s.batched ? nullptr : gather.p;
   a.a_rows = p.T;
@@ -308,19 +342,20 @@ Gemm1Out run_gemm1(const DeviceWeights& dw, const Problem& p, GemmPath path, boo
   }
   a.partials = part.ptr();
   a.partials_bytes = part.bytes;
-  (void)H;
   gemm1(dw, a, path, nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   part.expect_guards_intact();
-  return {h.all(), hq.all(), hs.all()};
+  return {logical_from_kperm(h.all(), p.row_space, I, 4), logical_from_kperm(hq.all(), p.row_space, I, 1), hs.all()};
 }
 
 std::vector<uint8_t> run_gemm2(const DeviceWeights& dw, const Problem& p, GemmPath path,
                                const std::vector<uint16_t>& h_bf16, const std::vector<uint8_t>& h_fp4,
                                const std::vector<uint8_t>& h_scale, float a_dq) {
   Dev<int32_t> begin(p.begin), count(p.count);
-  Dev<uint16_t> a_bf16(h_bf16);
-  Dev<uint8_t> a_fp4(h_fp4), a_scale(h_scale);
+  // h as gemm1 writes it: k-permuted rows (Gemm2Args)
+  Dev<uint16_t> a_bf16(kperm_from_logical(h_bf16, int64_t(h_bf16.size()) / std::max<int64_t>(p.s.I, 1), p.s.I, 4));
+  Dev<uint8_t> a_fp4(kperm_from_logical(h_fp4, int64_t(h_fp4.size()) * 2 / std::max<int64_t>(p.s.I, 1), p.s.I, 1)),
+      a_scale(h_scale);
   Guarded y(size_t(p.row_space * p.s.H * 4));
   Partials part(dw, p, path);
   Gemm2Args a;
@@ -939,6 +974,10 @@ TEST(CudaGemmEdge, RejectsBadArguments) {
   g3.a_bf16 = a.p;
   g3.rows.count = nullptr;
   expect_error(g3, "rows.begin/rows.count");
+  Gemm1Args g5 = g;  // k-permuted A where GEMM 1 runs the mma.sync kernels
+  g5.a_bf16 = a.p;
+  g5.a_kperm = true;
+  expect_error(g5, "a_kperm");
   Gemm1Args g4 = g;
   g4.a_bf16 = a.p;
   g4.h_bf16 = nullptr;
@@ -1708,7 +1747,8 @@ TEST(CudaGemmConfig, Sm90StagingScratch) {
       continue;
     }
     ++used;
-    const size_t a_bytes = size_t(row_space * std::max(H, I) * 2), h_bytes = size_t(row_space * I * 2);
+    // a_bf16: x logical or h k-permuted (rows of kperm_row(I)); h_bf16: h k-permuted
+    const size_t a_bytes = size_t(row_space * std::max(H, kperm_row(I)) * 2), h_bytes = size_t(row_space * kperm_row(I) * 2);
     ASSERT_EQ(st.a_bf16 % 256, 0u);
     ASSERT_EQ(st.h_bf16 % 256, 0u);
     ASSERT_GE(st.h_bf16, st.a_bf16 + a_bytes);  // disjoint: a_bf16 first
@@ -2186,7 +2226,7 @@ TEST(CudaGemmSm90, W4A4WithoutScratchRunsFast) {
   const size_t need = gemm_scratch_bytes(*dw, GemmPath::sm90, p.rows_bound, p.row_space);
   Guarded scratch(need + 256);
   auto run = [&](GemmPath path, float* part, size_t part_bytes, int64_t a_rows) {
-    Guarded hq(size_t(p.row_space * s.I / 2)), hs(size_t(p.row_space * s.I / 16));
+    Guarded hq(size_t(p.row_space * kperm_row(s.I) / 2)), hs(size_t(p.row_space * s.I / 16));  // h k-permuted
     Gemm1Args a;
     a.rows = {begin.p, count.p, p.rows_bound, p.row_space};
     a.a_fp4 = a_fp4.p;
@@ -2460,16 +2500,19 @@ TEST(CudaGemmLayout, PreparedFragmentsReproduceTheCheckpoint) {
             ASSERT_EQ(got, want) << "block " << block << " e " << e << " n " << n << " k " << k << " scale code "
                                  << int(sc) << " e2m1 " << int(canon);
           }
-        // The kernels' scale pick (load_weight_frag's 8 bytes of rows g, g+8 + frag_scale_select)
-        // finds the same byte as frag_scale for every row and k-step of every block.
+        // The kernels' scale pick (the lane's 8 bytes of rows g, g+8 + frag_scale_select by its t)
+        // finds the same byte as frag_scale for every row and k of every block: the lane that
+        // holds (n, k) (frag_nibble's word) picks it for all four of its k-steps.
         const int sb = frag_scale_bytes(block);
         for (int64_t n = 0; n < N; ++n)
-          for (int64_t k = 0; k < Kp; k += 16) {
-            const int g = int(n % 8), kk = int((k % 64) / 16);
+          for (int64_t k = 0; k < Kp; ++k) {
             const int64_t blk = frag_block_index(e, n, k, N, Kp);
+            const int lane = int((frag_nibble(e, n, k, N, Kp).word - blk * kFragWords) / 4);
+            const int g = lane / 4, t = lane % 4;
+            ASSERT_EQ(g, int(n % 8));
             const uint8_t* ws = f.scale.data() + blk * sb + g * (sb / 8);
             int word, byte;
-            frag_scale_select(kk, block == 32, &word, &byte);
+            frag_scale_select(t, block == 32, &word, &byte);
             const uint8_t picked = ws[word * 4 + byte + int((n % 16) / 8)];
             ASSERT_EQ(picked, f.scale[size_t(frag_scale(e, n, k, N, Kp, block))]) << "n " << n << " k " << k;
           }
@@ -2493,6 +2536,135 @@ TEST(CudaGemmLayout, FragmentsRefuseTheLowestUnfoldableExpert) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("w_scale: e8m0 codes of expert 1 span"), std::string::npos) << e.what();
   }
+}
+
+// The k permutation inside a k-block (gemm_internal.hpp kperm_position): a bijection of 0..63
+// with its inverse; logical k 16t + 4j + 2h + e sits where mma.m16n8k16's A fragment puts lane
+// t's register a_{2h} (a_{2h+1}) of k-step j, element e (PTX ISA: k = 2t + 8h + e of the k-step),
+// so lane t's words hold logical k 16t .. 16t + 15 only; pairs (e = 0, 1) stay side by side;
+// kperm_index keeps the k-block and kperm_row rounds up to whole k-blocks.
+TEST(CudaGemmLayout, KPermutationPutsALanesBlockInItsWords) {
+  std::vector<int> seen(64, 0);
+  for (int l = 0; l < 64; ++l) {
+    const int p = kperm_position(l);
+    ASSERT_TRUE(p >= 0 && p < 64) << l;
+    ++seen[size_t(p)];
+    ASSERT_EQ(kperm_logical(p), l);
+    const int t = l / 16, j = (l / 4) % 4, h = (l / 2) % 2, e = l % 2;
+    ASSERT_EQ(p, 16 * j + 2 * t + 8 * h + e) << l;  // k-step j, MMA k 2t + 8h + e
+    if (e == 0) ASSERT_EQ(kperm_position(l + 1), p + 1);
+  }
+  for (int p = 0; p < 64; ++p) ASSERT_EQ(seen[size_t(p)], 1) << p;
+  for (int64_t k : {int64_t(0), int64_t(63), int64_t(64), int64_t(130), int64_t(7167)})
+    ASSERT_EQ(kperm_index(k), k / 64 * 64 + kperm_position(int(k % 64))) << k;
+  EXPECT_EQ(kperm_row(64), 64);
+  EXPECT_EQ(kperm_row(80), 128);
+  EXPECT_EQ(kperm_row(2880), 2880);
+  // Every nibble of a lane's four words (frag_nibble) is logical k 16t .. 16t + 15 of rows g, g+8.
+  for (int n = 0; n < 16; ++n)
+    for (int k = 0; k < 64; ++k) {
+      const NibbleAt at = frag_nibble(0, n, k, 16, 64);
+      const int lane = int(at.word / 4), kk = int(at.word % 4);
+      ASSERT_EQ(lane / 4, n % 8);
+      ASSERT_EQ(lane % 4, k / 16) << "n " << n << " k " << k;
+      ASSERT_EQ(kk, (k / 4) % 4) << "n " << n << " k " << k;
+    }
+}
+
+// The kernels' reading of the layout, emulated on the host: mma.m16n8k16 (PTX ISA fragments:
+// A a0 / a1 rows g / g + 8 at k 2t, 2t + 1, a2 / a3 at k 2t + 8, 2t + 9; B b0 at k 2t, 2t + 1 and
+// b1 at k 2t + 8, 2t + 9 of token g; C c0, c1 row g, c2, c3 row g + 8 at tokens 2t, 2t + 1) fed
+// with each lane's words decoded by frag_decode_word times its one scale pair
+// (frag_scale_select by t) and with B as the kernels read it: from logical rows (lane t's
+// words 8t + 2kk + {0, 1} of a k-block, the mma.sync kernels' GEMM 1) and from k-permuted rows
+// (words 8kk + 4h + t, kperm_index: GEMM 2 and the wgmma kernels), summed over the k-steps and
+// k-blocks. Both equal the logical dot products of the checkpoint's weights and x, for NVFP4
+// and MXFP4, K a whole number of k-blocks or not.
+TEST(CudaGemmLayout, HostMmaOfTheLayoutMatchesTheDotProducts) {
+  std::mt19937_64 rng(31);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const int block : {16, 32})
+    for (const int K : {128, block == 16 ? 80 : 96, 192 + block}) {
+      SCOPED_TRACE("block " + std::to_string(block) + " K " + std::to_string(K));
+      const int N = 16, T = 8, Kp = (K + kFragK - 1) / kFragK * kFragK;
+      detail::HostBytes data(size_t(N * K / 2)), scale(size_t(N * K / block));
+      for (auto& b : data) b = uint8_t(rng());
+      for (auto& c : scale) c = block == 32 ? uint8_t(120 + rng() % 12) : uint8_t(random_e4m3(rng) & 0x7E);
+      const HostFragments f =
+          build_fragments("w", data, scale, {1.0f}, 1, N, K, block, [](int64_t r, int64_t) { return r; });
+      std::vector<uint16_t> x(size_t(T * K)), xp(size_t(T * kperm_row(K)), 0);
+      for (auto& v : x) v = bf16_from_f32(nd(rng));
+      for (int n = 0; n < T; ++n)
+        for (int k = 0; k < K; ++k) xp[size_t(n * kperm_row(K) + kperm_index(k))] = x[size_t(n * K + k)];
+      auto bf = [](uint32_t word, int half) { return double(bf16_to_f32(uint16_t(word >> (16 * half)))); };
+      auto word_at = [](const std::vector<uint16_t>& row, int64_t w) {  // word w (two bf16) of a row, 0 past it
+        return 2 * w + 1 < int64_t(row.size()) ? uint32_t(row[size_t(2 * w)]) | uint32_t(row[size_t(2 * w + 1)]) << 16
+                                               : 0u;
+      };
+      const int sb = frag_scale_bytes(block);
+      for (const bool kperm : {false, true}) {
+        double c[16][8] = {};
+        for (int kb = 0; kb < Kp / kFragK; ++kb) {
+          const int64_t blk = frag_block_index(0, 0, int64_t(kb) * kFragK, N, Kp);
+          for (int kk = 0; kk < 4; ++kk) {
+            double A[16][16] = {}, B[16][8] = {};
+            for (int lane = 0; lane < 32; ++lane) {
+              const int g = lane / 4, t = lane % 4;
+              uint32_t a[4];
+              frag_decode_word(f.q[size_t(blk * kFragWords + lane * 4 + kk)], a);  // the word as in memory
+              int word, byte;
+              frag_scale_select(t, block == 32, &word, &byte);
+              const uint8_t* ws = f.scale.data() + blk * sb + g * (sb / 8) + word * 4;
+              const double s_lo = double(folded_scale(ws[byte], block)), s_hi = double(folded_scale(ws[byte + 1], block));
+              for (int e = 0; e < 2; ++e) {
+                // decoded values are e2m1 * 2^-126; folded_scale is |scale| * 2^-F: the product
+                // the kernels form, up to the 2^-126 the bf16 S carries
+                const double k2 = std::ldexp(1.0, 126);
+                A[g][2 * t + e] = bf(a[0], e) * k2 * s_lo;
+                A[g + 8][2 * t + e] = bf(a[1], e) * k2 * s_hi;
+                A[g][2 * t + 8 + e] = bf(a[2], e) * k2 * s_lo;
+                A[g + 8][2 * t + 8 + e] = bf(a[3], e) * k2 * s_hi;
+              }
+              // B of token g: logical rows (K long) or k-permuted (Kp long, zeros past K)
+              uint32_t b0, b1;
+              if (!kperm) {
+                const std::vector<uint16_t> row(x.begin() + g * K, x.begin() + (g + 1) * K);
+                const int64_t w0 = int64_t(kb) * 32 + 8 * t + 2 * kk;
+                const bool on = kb * kFragK + 16 * t < K;
+                b0 = on ? word_at(row, w0) : 0u;
+                b1 = on ? word_at(row, w0 + 1) : 0u;
+              } else {
+                const std::vector<uint16_t> row(xp.begin() + g * kperm_row(K), xp.begin() + (g + 1) * kperm_row(K));
+                b0 = word_at(row, int64_t(kb) * 32 + 8 * kk + t);
+                b1 = word_at(row, int64_t(kb) * 32 + 8 * kk + 4 + t);
+              }
+              for (int e = 0; e < 2; ++e) {
+                B[2 * t + e][g] = bf(b0, e);
+                B[2 * t + 8 + e][g] = bf(b1, e);
+              }
+            }
+            for (int r = 0; r < 16; ++r)
+              for (int n = 0; n < 8; ++n)
+                for (int k = 0; k < 16; ++k) c[r][n] += A[r][k] * B[k][n];
+          }
+        }
+        const double two_f = double(f.epi[0]);
+        for (int r = 0; r < 16; ++r)
+          for (int n = 0; n < T; ++n) {
+            double want = 0.0, mag = 0.0;
+            for (int k = 0; k < K; ++k) {
+              const uint8_t byte = data[size_t(r * (K / 2) + k / 2)];
+              const uint8_t sc = scale[size_t(r * (K / block) + k / block)];
+              const double w = double(e2m1_to_f32((k & 1) ? byte >> 4 : byte & 15)) *
+                               (block == 16 ? double(e4m3_to_f32(sc)) : std::ldexp(1.0, int(sc) - 127));
+              want += w * double(bf16_to_f32(x[size_t(n * K + k)]));
+              mag += std::fabs(w * double(bf16_to_f32(x[size_t(n * K + k)])));
+            }
+            ASSERT_NEAR(c[r][n] * two_f, want, 1e-12 * mag + 1e-30)
+                << (kperm ? "k-permuted" : "logical") << " B, row " << r << " token " << n;
+          }
+      }
+    }
 }
 
 // Layout index functions: every (row, k) of a block has its own nibble, scale indices
