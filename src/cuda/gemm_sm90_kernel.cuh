@@ -215,6 +215,11 @@ struct Params {
 
 namespace {
 
+// The k extent of B's rows, the copies' bound: B (staged x, h) is k-permuted, rows of
+// kperm_row(w.K) = w.Kp entries with zeros past w.K, so it holds whole k-blocks
+// (gemm_internal.hpp kperm_index).
+__device__ __forceinline__ int b_row_k(const WeightMatrix& w) { return w.Kp; }
+
 // Both kernels' epilogue: the fast path's, on the warp's fragment rows nbw, nbw + 1 of expert e.
 // NVFP4 h is not written here: a second kernel requantizes it from the bf16 h (staging).
 // kAct: as epilogue_gemm1's (GEMM 1 only).
@@ -253,9 +258,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(Tile<NT>::kMaxRegs) sm90
   const int wg = warp / 4, wl = warp % 4;
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows;
-  // B's rows: k-permuted (staged x, h), kperm_row(w.K) = Kp long with zeros past w.K, so the
-  // copies' bound K holds whole k-blocks (gemm_internal.hpp kperm_index).
-  const int K = w.Kp;
+  const int K = b_row_k(w);
   const int nb0 = blockIdx.x * kBlocksPerCta;
   const int fb = wg * 8 + 2 * wl;  // the warp's fragment rows in the CTA: fb (m-tile 0), fb + 1 (m-tile 1)
   const bool row_ok[2] = {nb0 + fb < NB, nb0 + fb + 1 < NB};  // fragment rows past N: zero weights
@@ -628,9 +631,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sm90_ws_gemm(const Params p) {
   const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4, 0), wl = warp % 4;
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows;
-  // B's rows: k-permuted (staged x, h), kperm_row(w.K) = Kp long with zeros past w.K, so the
-  // copies' bound K holds whole k-blocks (gemm_internal.hpp kperm_index).
-  const int K = w.Kp;
+  const int K = b_row_k(w);
   const bool mx = w.block == 32;
   const int sb = frag_scale_bytes(w.block);
   const uint32_t decode_low = sm80::decode_table(w);
@@ -1062,9 +1063,7 @@ __global__ void __launch_bounds__(RsRoles<kCw>::kThreads, 1)
   const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4, 0), wl = warp % 4;  // warp-uniform
   const WeightMatrix& w = p.w;
   const int KB = w.Kp / kFragK, NB = w.N / kFragRows;
-  // B's rows: k-permuted (staged x, h), kperm_row(w.K) = Kp long with zeros past w.K, so the
-  // copies' bound K holds whole k-blocks (gemm_internal.hpp kperm_index).
-  const int K = w.Kp;
+  const int K = b_row_k(w);
   constexpr bool mx = MX;
   constexpr int sb = frag_scale_bytes(MX ? kMxfp4Block : kNvfp4Block);  // MX is w.block == kMxfp4Block (launch_rsws)
   const int row_tiles = (NB + kBlocksPerCta - 1) / kBlocksPerCta;
