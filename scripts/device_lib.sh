@@ -14,6 +14,8 @@
 #   main_tests CALL_S   the table decode's GPU tests under memcheck, suite_shards, race_narrow
 #   sanitize TOOL FILTER TIMEOUT, sanitizers FILTER TIMEOUT   one compute-sanitizer tool, or
 #                       memcheck and racecheck, over a filter's tests (below)
+#   sanitize_job TOOL NAME FILTER CALL_S, sanitize_parallel CALL_S   the same as parallel
+#                       processes (below)
 #   check_points VARIANT "SPECS"   bench --check of a carried CLI at each point (below)
 #   full_table RUN CLI TAG   the whole table (every preset, both quantizations) with one CLI (below)
 #   table RUN CLI SESSION   full_table as the README's short or sustained run (below)
@@ -197,10 +199,13 @@ sm90_shards() {
 }
 # sanitize TOOL FILTER TIMEOUT: compute-sanitizer's TOOL over the tests of .carry/bin/fp4moe_tests
 # that FILTER picks, at most TIMEOUT s: $OUT/TOOL.txt and a line with its exit status and summary.
-sanitize() {
+sanitize() { echo "$1 $(sanitize_log "$1" "$2" "$3" "$OUT/$1.txt")"; }
+# sanitize_log TOOL FILTER TIMEOUT LOG: that process with its output in LOG; prints its exit
+# status and summary.
+sanitize_log() {
   timeout "$3" compute-sanitizer --tool "$1" --error-exitcode 3 .carry/bin/fp4moe_tests --gtest_filter="$2" \
-    > "$OUT/$1.txt" 2>&1
-  echo "$1 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/$1.txt" | tr '\n' ' ')"
+    > "$4" 2>&1
+  echo "rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$4" | tr '\n' ' ')"
 }
 # sanitizers FILTER TIMEOUT: sanitize memcheck, then racecheck, over the same tests.
 sanitizers() {
@@ -286,6 +291,30 @@ table() {
 # rsws_sanitize_cases: the 40 forced rsws / rsws4 cases of one k-block, of odd KB and of MXFP4
 # (a GoogleTest filter; a branch's script may add its own cases after a ':').
 rsws_sanitize_cases='Cases/CudaGemmSm90Forced.MatchesHost/*one_kblock*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*large_nvfp4_odd*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*mx*rsws*'
+# sanitize_job TOOL NAME FILTER CALL_S: sanitize as one of several processes at once (the
+# instrumentation is host-bound; the machine has 16 cores), until CALL_S s since sourcing: its
+# log $OUT/TOOL-NAME.txt, its line in $OUT/TOOL-NAME.line. Start it with & and wait.
+sanitize_job() {
+  local l=$(( $4 - ($(date +%s) - start) ))
+  if [ "$l" -gt 20 ]; then
+    echo "$1 $2 $(sanitize_log "$1" "$3" "$l" "$OUT/$1-$2.txt")" > "$OUT/$1-$2.line"
+  else
+    echo "$1 $2: not started (time)" > "$OUT/$1-$2.line"
+  fi
+}
+# sanitize_parallel CALL_S: memcheck and racecheck over the fast path's tile tests, the decode
+# kernels with the one-kernel layer, and rsws_sanitize_cases, six sanitize_jobs at once; waits
+# for them (and for jobs the caller started before) and prints every job's line.
+sanitize_parallel() {
+  local tool decode='CudaGemmDecodeSplitCounts/*:CudaLayer.OneKernel*:CudaLayer.OneToken*'
+  for tool in memcheck racecheck; do
+    sanitize_job $tool tiles 'CudaGemmSm80Tiles/*' "$1" &
+    sanitize_job $tool decode "$decode" "$1" &
+    sanitize_job $tool rsws "$rsws_sanitize_cases" "$1" &
+  done
+  wait
+  cat "$OUT"/*.line
+}
 # branch_checks VARIANT: the checks of a branch of the rsws kernels before its A/B and merge, with
 # .carry/bin/fp4moe_tests and .carry/bin/fp4moe_VARIANT in place: the whole test binary, EP
 # apart (suite_shards); memcheck and racecheck over the forced rsws / rsws4 cases of one k-block,

@@ -4,10 +4,10 @@
 #   1. the whole test binary, EP apart (8 shards; CudaStaging, CudaQuantize and the W4A4 cases
 #      check the changed kernels bit for bit against the host);
 #   2. bench --check of its CLI at three W4A4 points (the staging runs there);
-#   3. until CALL_S (540) s since start, seven parallel compute-sanitizer processes: next-san-all's
-#      six (memcheck and racecheck over the tiles, the decode kernels, the rsws cases: main's
-#      kernels since the kperm merge, unchanged on the branch) and memcheck over the staging and
-#      W4A4 wgmma tests.
+#   3. until CALL_S (540) s since start, seven parallel compute-sanitizer processes:
+#      device_lib.sh's sanitize_parallel (memcheck and racecheck over the tiles, the decode
+#      kernels, the rsws cases: main's kernels since the kperm merge, unchanged on the branch)
+#      and memcheck over the staging and W4A4 wgmma tests.
 set -u
 source scripts/device_lib.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -17,22 +17,7 @@ ${SKIP_SUITE:+false} suite_shards
 echo "suite t=$(( $(date +%s) - start ))"
 check_points kaddr "${SPECS:-qwen3-30b:w4a4:8192 kimi-k2:w4a4:2048 deepseek-v3:w4a4:512}"
 echo "check t=$(( $(date +%s) - start ))"
-decode='CudaGemmDecodeSplitCounts/*:CudaLayer.OneKernel*:CudaLayer.OneToken*'
 staging='CudaStaging.*:CudaQuantize.*:Cases/CudaGemmSm90Forced.MatchesHost/*w4a4*:CudaGemmCases/CudaGemm.MatchesHost/*w4a4_sm90*'
-job() {  # TOOL NAME FILTER: one compute-sanitizer process until CALL_S, its summary line
-  local l=$(( ${CALL_S:-540} - ($(date +%s) - start) ))
-  [ "$l" -gt 20 ] || { echo "$1 $2: not started (time)" > "$OUT/$1-$2.line"; return; }
-  timeout "$l" compute-sanitizer --tool "$1" --error-exitcode 3 .carry/bin/fp4moe_tests --gtest_filter="$3" \
-    > "$OUT/$1-$2.txt" 2>&1
-  echo "$1 $2 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/$1-$2.txt" | tr '\n' ' ')" \
-    > "$OUT/$1-$2.line"
-}
-job memcheck staging "$staging" &
-for tool in memcheck racecheck; do
-  job $tool tiles 'CudaGemmSm80Tiles/*' &
-  job $tool decode "$decode" &
-  job $tool rsws "$rsws_sanitize_cases" &
-done
-wait
-cat "$OUT"/*.line
+sanitize_job memcheck staging "$staging" ${CALL_S:-540} &
+sanitize_parallel ${CALL_S:-540}
 echo "t=$(( $(date +%s) - start ))"
