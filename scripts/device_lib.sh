@@ -17,6 +17,8 @@
 #   sanitize_job TOOL NAME FILTER CALL_S, sanitize_parallel CALL_S   the same as parallel
 #                       processes (below)
 #   check_points VARIANT "SPECS"   bench --check of a carried CLI at each point (below)
+#   staging_branch_checks VARIANT "SPECS" FILTER CALL_S   a staging branch's suite, --check and
+#                       parallel sanitizer jobs (below)
 #   full_table RUN CLI TAG   the whole table (every preset, both quantizations) with one CLI (below)
 #   table RUN CLI SESSION   full_table as the README's short or sustained run (below)
 #   branch_checks VARIANT   what a kernel branch runs before its merge: the suite, the sanitizers
@@ -314,6 +316,20 @@ sanitize_parallel() {
   done
   wait
   cat "$OUT"/*.line
+}
+# staging_branch_checks VARIANT "SPECS" FILTER CALL_S: a W4A4 staging branch's checks before its
+# A/B and merge, with .carry/bin/fp4moe_tests and .carry/bin/fp4moe_VARIANT in place: the whole
+# test binary, EP apart (suite_shards; SKIP_SUITE=1 skips it), check_points at SPECS, then until
+# CALL_S s since sourcing memcheck over FILTER (the staging's tests) beside sanitize_parallel's
+# six jobs. v86's call-kaddr.sh and v87's call-epiq.sh.
+staging_branch_checks() {
+  ${SKIP_SUITE:+false} suite_shards
+  echo "suite t=$(( $(date +%s) - start ))"
+  check_points "$1" "$2"
+  echo "check t=$(( $(date +%s) - start ))"
+  sanitize_job memcheck staging "$3" "$4" &
+  sanitize_parallel "$4"
+  echo "t=$(( $(date +%s) - start ))"
 }
 # branch_checks VARIANT: the checks of a branch of the rsws kernels before its A/B and merge, with
 # .carry/bin/fp4moe_tests and .carry/bin/fp4moe_VARIANT in place: the whole test binary, EP

@@ -225,9 +225,10 @@ ab_session 2 100 "{' '.join(VARIANTS)}" "{' '.join(SPECS)}"
     assert not (out_dir / "ab-partial.tgz").exists()
 
 
-def test_sanitizers_runs_memcheck_then_racecheck_over_one_filter(tmp_path):
-    # a stand-in compute-sanitizer that records its tool and filter and exits 3 (errors found)
-    # under racecheck: one line and one log per tool, each with its own exit status.
+def sanitizer_stand_in(tmp_path, fails=None):
+    """A stand-in compute-sanitizer in tmp_path/stubs that appends "TOOL FILTER" to
+    tmp_path/runs.txt, prints an error summary naming its tool, and exits 3 (errors found) under
+    the tool `fails`: the stubs folder and the log."""
     bindir = tmp_path / "stubs"
     bindir.mkdir()
     log = tmp_path / "runs.txt"
@@ -236,8 +237,15 @@ def test_sanitizers_runs_memcheck_then_racecheck_over_one_filter(tmp_path):
         "#!/bin/bash\ntool=; filter=\n"
         "while [ $# -gt 0 ]; do case $1 in --tool) tool=$2; shift;; --gtest_filter=*) filter=${1#--gtest_filter=};; esac; shift; done\n"
         f"echo \"$tool $filter\" >> {log}\necho \"========= ERROR SUMMARY: 0 errors ($tool)\"\n"
-        "[ $tool = racecheck ] && exit 3; exit 0\n",
+        f"[ \"$tool\" = \"{fails or ''}\" ] && exit 3; exit 0\n",
     )
+    return bindir, log
+
+
+def test_sanitizers_runs_memcheck_then_racecheck_over_one_filter(tmp_path):
+    # a stand-in compute-sanitizer that records its tool and filter and exits 3 (errors found)
+    # under racecheck: one line and one log per tool, each with its own exit status.
+    bindir, log = sanitizer_stand_in(tmp_path, fails="racecheck")
     out_dir = tmp_path / "out"
     result = source_lib(tmp_path, "sanitizers 'Cases/A.*' 30", bindir, out_dir)
     assert result.returncode == 0, result.stderr
@@ -246,3 +254,27 @@ def test_sanitizers_runs_memcheck_then_racecheck_over_one_filter(tmp_path):
     assert lines[0].startswith("memcheck rc=0 ") and "(memcheck)" in lines[0]
     assert lines[1].startswith("racecheck rc=3 ") and "(racecheck)" in lines[1]
     assert "(racecheck)" in (out_dir / "racecheck.txt").read_text()
+
+
+def test_staging_branch_checks_runs_check_points_then_memcheck_over_the_filter_beside_six_jobs(tmp_path):
+    # SKIP_SUITE=1 and check_points replaced by a recorder: the points go to check_points, then
+    # seven sanitizer processes: memcheck over the branch's filter, and memcheck and racecheck
+    # over the same three filters of sanitize_parallel; every job's line printed.
+    bindir, log = sanitizer_stand_in(tmp_path)
+    out_dir = tmp_path / "out"
+    body = (
+        f"check_points() {{ echo \"check_points $1 $2\" >> {log}; }}\n"
+        "SKIP_SUITE=1 staging_branch_checks br 'm:w4a4:8 m:w4a4:16' 'CudaStaging.*:X.*' 60"
+    )
+    result = source_lib(tmp_path, body, bindir, out_dir, timeout=60)
+    assert result.returncode == 0, result.stderr
+    runs = log.read_text().splitlines()
+    assert runs[0] == "check_points br m:w4a4:8 m:w4a4:16"
+    sans = [tuple(r.split(" ", 1)) for r in runs[1:]]
+    assert len(sans) == 7
+    assert ("memcheck", "CudaStaging.*:X.*") in sans
+    memcheck = sorted(f for t, f in sans if t == "memcheck" and f != "CudaStaging.*:X.*")
+    racecheck = sorted(f for t, f in sans if t == "racecheck")
+    assert len(memcheck) == 3 and memcheck == racecheck
+    job_lines = [line for line in result.stdout.splitlines() if "rc=0" in line]
+    assert len(job_lines) == 7 and any(line.startswith("memcheck staging rc=0") for line in job_lines)

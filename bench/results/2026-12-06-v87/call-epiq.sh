@@ -13,11 +13,6 @@ source scripts/device_lib.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 unxz .carry/v87e/tests.xz .carry/bin/fp4moe_tests || exit 1
 unxz .carry/v87e/cli.xz .carry/bin/fp4moe_epiq || exit 1
-${SKIP_SUITE:+false} suite_shards
-echo "suite t=$(( $(date +%s) - start ))"
-check_points epiq "${SPECS:-qwen3-30b:w4a4:8192 kimi-k2:w4a4:16384 kimi-k2:w4a4:2048 deepseek-v3:w4a4:512}"
-echo "check t=$(( $(date +%s) - start ))"
-staging='CudaStaging.*:CudaQuantize.*:Cases/CudaGemmSm90Forced.MatchesHost/*w4a4*:CudaGemmCases/CudaGemm.MatchesHost/*w4a4*:Narrow/CudaGemmSm90Widths.*'
-sanitize_job memcheck staging "$staging" ${CALL_S:-540} &
-sanitize_parallel ${CALL_S:-540}
-echo "t=$(( $(date +%s) - start ))"
+staging_branch_checks epiq "${SPECS:-qwen3-30b:w4a4:8192 kimi-k2:w4a4:16384 kimi-k2:w4a4:2048 deepseek-v3:w4a4:512}" \
+  'CudaStaging.*:CudaQuantize.*:Cases/CudaGemmSm90Forced.MatchesHost/*w4a4*:CudaGemmCases/CudaGemm.MatchesHost/*w4a4*:Narrow/CudaGemmSm90Widths.*' \
+  ${CALL_S:-540}
