@@ -2,7 +2,7 @@
 # v89: main against branch epiq-r under the power cap, rounds point by point after 2 s of
 # replays, round 1 with --check for both:
 #   main  .carry/v85k/cli.xz (main's kernels: 5704a43, kperm merged; since then only names)
-#   epiq  .carry/v89e/cli.xz (epiq-r 41ec3e9)
+#   epiq  .carry/v89e/cli.xz (epiq-r with v89's two fixes)
 # W4A4 where the requantization moved (T >= 8192), W4A16 as the control. AB_START / AB_STOP
 # (s since start) bound the rounds; SPECS the points.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# v89: branch epiq-r (41ec3e9; carry .carry/v89e/{tests,cli}.xz, built from it) after v89's
+# v89: branch epiq-r (with v89's two fixes; carry .carry/v89e/{tests,cli}.xz, built from it) after v89's
 # first H100 run of v87's call-epiq.sh: every W4A4 wgmma GEMM test failed on launch counts only
 # (check_problem's h_values run of GEMM 1, uncounted), and racecheck reported 24 hazards in the
 # one-kernel layer (main's too). Both fixed on the branch; one call:
