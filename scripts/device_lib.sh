@@ -290,6 +290,9 @@ table() {
     *) echo "table: RUN: got '$1', need short or sustained" >&2; return 2 ;;
   esac
 }
+# staging_cases: the W4A4 staging's tests and the W4A4 GEMM cases that run it (a GoogleTest
+# filter): the FILTER of staging_branch_checks for the staging branches from v87 on.
+staging_cases='CudaStaging.*:CudaQuantize.*:Cases/CudaGemmSm90Forced.MatchesHost/*w4a4*:CudaGemmCases/CudaGemm.MatchesHost/*w4a4*:Narrow/CudaGemmSm90Widths.*'
 # rsws_sanitize_cases: the 40 forced rsws / rsws4 cases of one k-block, of odd KB and of MXFP4
 # (a GoogleTest filter; a branch's script may add its own cases after a ':').
 rsws_sanitize_cases='Cases/CudaGemmSm90Forced.MatchesHost/*one_kblock*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*large_nvfp4_odd*rsws*:Cases/CudaGemmSm90Forced.MatchesHost/*mx*rsws*'

@@ -14,5 +14,5 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | te
 unxz .carry/v87e/tests.xz .carry/bin/fp4moe_tests || exit 1
 unxz .carry/v87e/cli.xz .carry/bin/fp4moe_epiq || exit 1
 staging_branch_checks epiq "${SPECS:-qwen3-30b:w4a4:8192 kimi-k2:w4a4:16384 kimi-k2:w4a4:2048 deepseek-v3:w4a4:512}" \
-  'CudaStaging.*:CudaQuantize.*:Cases/CudaGemmSm90Forced.MatchesHost/*w4a4*:CudaGemmCases/CudaGemm.MatchesHost/*w4a4*:Narrow/CudaGemmSm90Widths.*' \
+  "$staging_cases" \
   ${CALL_S:-540}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # v89, with little device time left: call-epiq.sh's checks cut to what v89's first run found
-# wrong: the whole test binary, EP apart (8 shards, SHARD_S (200) s at most each), beside racecheck over
-# the one-kernel layer's tests. Carry .carry/v89e/tests.xz.
+# wrong: the whole test binary, EP apart (8 shards, SHARD_S (200) s at most each), beside
+# racecheck over the one-kernel layer's tests. Carry .carry/v89e/tests.xz.
 set -u
 source scripts/device_lib.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"

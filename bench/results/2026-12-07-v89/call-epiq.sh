@@ -13,5 +13,5 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | te
 unxz .carry/v89e/tests.xz .carry/bin/fp4moe_tests || exit 1
 unxz .carry/v89e/cli.xz .carry/bin/fp4moe_epiq || exit 1
 staging_branch_checks epiq "${SPECS:-}" \
-  'CudaStaging.*:CudaQuantize.*:Cases/CudaGemmSm90Forced.MatchesHost/*w4a4*:CudaGemmCases/CudaGemm.MatchesHost/*w4a4*:Narrow/CudaGemmSm90Widths.*' \
+  "$staging_cases" \
   ${CALL_S:-330}
