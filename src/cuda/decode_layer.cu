@@ -435,8 +435,10 @@ __device__ __forceinline__ int consume(const Params& p, const WeightMatrix& w, c
             ptx::mma_m16n8k16_bf16(acc[mt][0], a, b[kk * 8], b[kk * 8 + 4]);
           }
       }
-      __syncwarp();
-      if (lane == 0) ptx::mbarrier_arrive(smem_addr(&empty[s]));
+      // Every consumer thread releases the stage after its own reads (the barrier counts
+      // 32 * kW): one lane's arrive after __syncwarp does not order the other lanes' shared
+      // loads before the producer's next bulk copy into the stage, by the memory model.
+      ptx::mbarrier_arrive(smem_addr(&empty[s]));
       if (++s == p.stages) {
         s = 0;
         parity ^= 1u;
@@ -495,7 +497,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(const Params 
   if (warp == kW && lane == 0) {
     for (int s = 0; s < p.stages; ++s) {
       ptx::mbarrier_init(smem_addr(&full[s]), 1);
-      ptx::mbarrier_init(smem_addr(&empty[s]), kW);
+      ptx::mbarrier_init(smem_addr(&empty[s]), 32 * kW);
     }
     ptx::fence_proxy_async_shared();  // the initialized barriers, visible to the bulk copies' complete_tx
   }
