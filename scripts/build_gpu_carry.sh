@@ -4,6 +4,9 @@
 #   PACK=NAME   also writes .carry/NAME/{tests,cli}.xz: stripped and compressed (python's lzma;
 #               device_lib.sh's unxz unpacks them there). A call carries at most 64 MiB with
 #               the working tree and its .git (~40 MiB of it in v82), so name single .xz files.
+#   BOTH=1      with PACK: .carry/NAME/both.xz instead, both binaries in one stream (they share
+#               the library's code, so ~12.6 MB where the two files take ~23.6) and both.len,
+#               the test binary's length (device_lib.sh's unxz_both splits them there)
 #   BUILD=DIR   the build folder (build-carry)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,10 +20,16 @@ du -sh .carry/bin/*
 if [ -n "${PACK:-}" ]; then
   mkdir -p ".carry/$PACK"
   python3 - ".carry/$PACK" <<'PY'
-import lzma, sys
-for src, name in (("fp4moe_tests", "tests"), ("fp4moe", "cli")):
-    with open(f".carry/bin/{src}", "rb") as f, lzma.open(f"{sys.argv[1]}/{name}.xz", "wb", preset=6) as o:
-        o.write(f.read())
+import lzma, os, sys
+if os.environ.get("BOTH") == "1":
+    t, c = (open(f".carry/bin/{src}", "rb").read() for src in ("fp4moe_tests", "fp4moe"))
+    open(f"{sys.argv[1]}/both.len", "w").write(f"{len(t)} {len(c)}\n")
+    with lzma.open(f"{sys.argv[1]}/both.xz", "wb", preset=9) as o:
+        o.write(t + c)
+else:
+    for src, name in (("fp4moe_tests", "tests"), ("fp4moe", "cli")):
+        with open(f".carry/bin/{src}", "rb") as f, lzma.open(f"{sys.argv[1]}/{name}.xz", "wb", preset=6) as o:
+            o.write(f.read())
 PY
   du -sh ".carry/$PACK"/*
 fi

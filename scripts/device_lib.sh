@@ -2,6 +2,10 @@
 #   ok SECONDS          true while fewer than SECONDS have passed since this file was sourced
 #   unxz FILE.xz DEST   decompresses a carried binary (python's lzma: the device has no xz) and
 #                       makes it executable
+#   unxz_both DIR       DIR/both.xz (build_gpu_carry.sh's BOTH=1: the test binary and the CLI
+#                       of one build in one stream, ~12.6 MB where two files take ~23.6) into
+#                       .carry/bin/fp4moe_tests and .carry/bin/fp4moe_VARIANT, VARIANT the 2nd
+#                       argument (unxz_both DIR VARIANT)
 #   env_variant NAME BIN "VAR=v ..."   .carry/bin/fp4moe_NAME: BIN run under those variables (an
 #                       A/B variant that is an environment switch of one binary)
 #   ab_point, ab_rounds, ab_rounds_by_point, ab_report   the A/B processes of carried CLIs and
@@ -33,6 +37,15 @@
 start=$(date +%s)
 ok() { [ $(( $(date +%s) - start )) -lt "$1" ]; }
 unxz() { python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$1" "$2" && chmod +x "$2"; }
+unxz_both() {
+  python3 - "$1" ".carry/bin/fp4moe_tests" ".carry/bin/fp4moe_$2" <<'PY' && chmod +x .carry/bin/fp4moe_tests ".carry/bin/fp4moe_$2"
+import lzma, sys
+n = int(open(f"{sys.argv[1]}/both.len").read().split()[0])
+data = lzma.open(f"{sys.argv[1]}/both.xz").read()
+open(sys.argv[2], "wb").write(data[:n])
+open(sys.argv[3], "wb").write(data[n:])
+PY
+}
 env_variant() {
   # A variant named as its own binary (fp4moe_bs for "bs") would replace the binary by a script
   # that execs itself forever: every process of it runs into its timeout with no output (v63).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # v90: branch kaddr (v86's lead, rewritten on main 60f30ec: the staging kernels address a
 # k-permuted block's pairs from one base at constant offsets, kperm_block_at; x's NVFP4 codes by
-# one 8-byte load). Carry .carry/v90k/{tests,cli}.xz (kaddr) and .carry/v90/cli.xz (main). One call:
+# one 8-byte load). Carry .carry/v90k/both.{xz,len} (kaddr's,
+# BOTH=1) and .carry/v90/cli.xz (main). One call:
 #   1. the whole test binary, EP apart (8 shards), beside memcheck over the staging's tests;
 #   2. bench --check of kaddr at three W4A4 points;
 #   3. main against kaddr, rounds point by point after 2 s of replays, from AB_START to AB_STOP
@@ -9,8 +10,7 @@
 set -u
 source scripts/device_lib.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
-unxz .carry/v90k/tests.xz .carry/bin/fp4moe_tests || exit 1
-unxz .carry/v90k/cli.xz .carry/bin/fp4moe_kaddr || exit 1
+unxz_both .carry/v90k kaddr || exit 1
 unxz .carry/v90/cli.xz .carry/bin/fp4moe_main || exit 1
 sanitize_job memcheck staging "$staging_cases" 200 &
 suite_shards
