@@ -119,6 +119,22 @@ FP4MOE_HD constexpr int kperm_logical(int p) {
 // of logical k >= K zero: a partial last k-block spreads its k over all 64 positions.
 FP4MOE_HD constexpr int64_t kperm_index(int64_t k) { return (k & ~int64_t(63)) | kperm_position(int(k & 63)); }
 // (kperm_row, KOrder: gemm.hpp)
+// A 16-block's eight pairs (an 8-run's four) from one base: for k0 a multiple of 16, logical
+// k0 + 2m (m < 8) sits at kperm_index(k0) + 8m, as kperm_position(16t + 2m) = 2t + 8m (for k0
+// a multiple of 8 and m < 4 alike). The staging kernels address a block so, with constant
+// offsets, where each pair's kperm_index took 64-bit arithmetic of its own. kperm_block_at(c):
+// kperm_index(16c), logical block c's base.
+FP4MOE_HD constexpr int64_t kperm_block_at(int64_t c) { return 64 * (c >> 2) + 2 * (c & 3); }
+FP4MOE_HD constexpr bool kperm_runs_hold() {
+  for (int64_t k0 = 0; k0 < 256; k0 += 8) {
+    if (k0 % 16 == 0 && kperm_block_at(k0 / 16) != kperm_index(k0)) return false;
+    for (int m = 0; m < (k0 % 16 == 0 ? 8 : 4); ++m)
+      if (kperm_index(k0 + 2 * m) != kperm_index(k0) + 8 * m || kperm_index(k0 + 2 * m + 1) != kperm_index(k0) + 8 * m + 1)
+        return false;
+  }
+  return true;
+}
+static_assert(kperm_runs_hold(), "kperm: a block's pairs at constant offsets from its base");
 // Groups of kFragGroup fragment rows per expert (a last group may hold fewer real rows).
 FP4MOE_HD constexpr int frag_groups(int N) { return (N / kFragRows + kFragGroup - 1) / kFragGroup; }
 // Fragment blocks per expert (q: * kFragWords words; scales: * frag_scale_bytes bytes).

@@ -139,7 +139,9 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kernel(const uint8_t* 
 
 // The same into k-permuted rows of Kp (gemm_internal.hpp kperm_index; zeros past K), from
 // logical (in_kperm false: GEMM 1's x for the wgmma kernels) or k-permuted (GEMM 2's h) codes.
-// Lane step c: the 16-block of logical k 16c .. 16c + 15, eight pairs (a pair stays whole).
+// Lane step c: the 16-block of logical k 16c .. 16c + 15, eight pairs (a pair stays whole), pair
+// m at kperm_block_at(c) + 8m; logical codes by one 8-byte load (a_fp4 is 8-byte aligned,
+// check_a, and K % 16 == 0), k-permuted ones a byte each, 4 apart.
 template <bool LIVE>
 __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kperm_kernel(const uint8_t* __restrict__ fp4,
                                                                        const uint8_t* __restrict__ scale, int64_t K,
@@ -148,18 +150,28 @@ __global__ void __launch_bounds__(kThreads) nvfp4_to_bf16_kperm_kernel(const uin
   const int64_t Kp = kperm_row(K), in_row = in_kperm ? Kp : K;
   for_each_run<LIVE, 16>(wk, Kp, [&](int64_t r, int64_t c) {
     if (c >= Kp / 16) return;
-    const bool real = c < K / 16;
-    const float s = real ? e4m3_to_f32(scale[r * (K / 16) + c]) : 0.0f;
+    const int64_t at = kperm_block_at(c);
+    uint32_t word[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+    if (c < K / 16) {
+      const float s = e4m3_to_f32(scale[r * (K / 16) + c]);
+      uint8_t code[8];
+      if (in_kperm) {
+        const uint8_t* in = fp4 + r * (in_row / 2) + at / 2;
 #pragma unroll
-    for (int m = 0; m < 8; ++m) {
-      const int64_t k = 16 * c + 2 * m, at = kperm_index(k);
-      uint32_t word = 0u;
-      if (real) {
-        const uint32_t code = fp4[r * (in_row / 2) + (in_kperm ? at : k) / 2];
-        word = uint32_t(nvfp4_value_bf16(uint8_t(code & 15u), s)) | uint32_t(nvfp4_value_bf16(uint8_t(code >> 4), s)) << 16;
+        for (int m = 0; m < 8; ++m) code[m] = in[4 * m];
+      } else {
+        const uint2 w = *reinterpret_cast<const uint2*>(fp4 + r * (in_row / 2) + 8 * c);
+#pragma unroll
+        for (int m = 0; m < 8; ++m) code[m] = uint8_t((m < 4 ? w.x : w.y) >> (8 * (m % 4)));
       }
-      *reinterpret_cast<uint32_t*>(out + r * Kp + at) = word;
+#pragma unroll
+      for (int m = 0; m < 8; ++m)
+        word[m] = uint32_t(nvfp4_value_bf16(uint8_t(code[m] & 15u), s)) |
+                  uint32_t(nvfp4_value_bf16(uint8_t(code[m] >> 4), s)) << 16;
     }
+    uint16_t* o = out + r * Kp + at;
+#pragma unroll
+    for (int m = 0; m < 8; ++m) *reinterpret_cast<uint32_t*>(o + 8 * m) = word[m];
   });
 }
 
@@ -173,13 +185,12 @@ __device__ __forceinline__ float abs_max(const float* x) {
   return amax;
 }
 
-// The 16 bf16 of h's logical block c of row `row` (k-permuted, gemm_internal.hpp kperm_index:
-// eight pairs) as fp32, and each pair's index.
-__device__ __forceinline__ void load_kperm_block(const uint16_t* row, int64_t c, float (&x)[16], int64_t (&at)[8]) {
+// The 16 bf16 of h's logical block c (k-permuted, gemm_internal.hpp kperm_index: eight pairs,
+// pair m at kperm_block_at(c) + 8m) from `blk`, that block's base in its row, as fp32.
+__device__ __forceinline__ void load_kperm_block(const uint16_t* blk, float (&x)[16]) {
 #pragma unroll
   for (int m = 0; m < 8; ++m) {
-    at[m] = kperm_index(16 * c + 2 * m);
-    const uint32_t w = *reinterpret_cast<const uint32_t*>(row + at[m]);
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(blk + 8 * m);
     x[2 * m] = bf16_to_f32(uint16_t(w));
     x[2 * m + 1] = bf16_to_f32(uint16_t(w >> 16));
   }
@@ -193,19 +204,19 @@ __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_kernel(const uint16_t*
   const int64_t Kp = kperm_row(K);
   for_each_run<true, 16>(wk, Kp, [&](int64_t r, int64_t c) {
     if (c >= Kp / 16) return;
+    const int64_t at = kperm_block_at(c);
+    uint8_t* o = fp4 + r * (Kp / 2) + at / 2;  // pair m's byte at o + 4m
     if (c >= K / 16) {  // the row's padding: zero codes
 #pragma unroll
-      for (int m = 0; m < 8; ++m) fp4[r * (Kp / 2) + kperm_index(16 * c + 2 * m) / 2] = 0;
+      for (int m = 0; m < 8; ++m) o[4 * m] = 0;
       return;
     }
     float x[16];
-    int64_t at[8];
-    load_kperm_block(h + r * Kp, c, x, at);
+    load_kperm_block(h + r * Kp + at, x);
     const uint8_t sc = nvfp4_scale_code(abs_max<16>(x), gs);
     const float inv = nvfp4_inv_scale(sc, gs);
 #pragma unroll
-    for (int m = 0; m < 8; ++m)
-      fp4[r * (Kp / 2) + at[m] / 2] = pack_e2m1(e2m1_from_f32(x[2 * m] * inv), e2m1_from_f32(x[2 * m + 1] * inv));
+    for (int m = 0; m < 8; ++m) o[4 * m] = pack_e2m1(e2m1_from_f32(x[2 * m] * inv), e2m1_from_f32(x[2 * m + 1] * inv));
     scale[r * (K / 16) + c] = sc;
   });
 }
@@ -220,16 +231,16 @@ __global__ void __launch_bounds__(kThreads) bf16_to_nvfp4_values_kernel(uint16_t
   const int64_t Kp = kperm_row(K);
   for_each_run<true, 16>(wk, K, [&](int64_t r, int64_t c) {
     if (c >= K / 16) return;
+    uint16_t* blk = h + r * Kp + kperm_block_at(c);
     float x[16];
-    int64_t at[8];
-    load_kperm_block(h + r * Kp, c, x, at);
+    load_kperm_block(blk, x);
     const uint8_t sc = nvfp4_scale_code(abs_max<16>(x), gs);
     const float inv = nvfp4_inv_scale(sc, gs), sv = e4m3_to_f32(sc);
     uint32_t v[2][4];
     nvfp4_requant_values_bf16x8(x, inv, sv, v[0]);
     nvfp4_requant_values_bf16x8(x + 8, inv, sv, v[1]);
 #pragma unroll
-    for (int m = 0; m < 8; ++m) *reinterpret_cast<uint32_t*>(h + r * Kp + at[m]) = v[m / 4][m % 4];
+    for (int m = 0; m < 8; ++m) *reinterpret_cast<uint32_t*>(blk + 8 * m) = v[m / 4][m % 4];
   });
 }
 

@@ -87,9 +87,9 @@ __global__ void __launch_bounds__(kThreads) nvfp4_values_rows_kernel(SrcRows s, 
       quantize_block_values(s, r, b, gs, lo, hi);
       for (int j = 0; j < 4; ++j) v[j] = lo[j], v[4 + j] = hi[j];
     }
+    uint16_t* o = out + r * Kp + kperm_block_at(b);  // pair j at o + 8j (gemm_internal.hpp)
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      *reinterpret_cast<uint32_t*>(out + r * Kp + kperm_index(b * kNvfp4Block + 2 * j)) = v[j];
+    for (int j = 0; j < 8; ++j) *reinterpret_cast<uint32_t*>(o + 8 * j) = v[j];
   }
 }
 
@@ -109,8 +109,9 @@ __global__ void __launch_bounds__(kThreads) bf16_rows_kernel(SrcRows s, uint16_t
 #pragma unroll
   for (int j = 0; j < 4; ++j) w[j] = uint32_t(bf16_from_f32(v[2 * j])) | (uint32_t(bf16_from_f32(v[2 * j + 1])) << 16);
   if constexpr (KPERM) {
+    uint16_t* o = out + r * row_len + kperm_index(c);  // pair j at o + 8j (c % 8 == 0: kperm_block_at)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) *reinterpret_cast<uint32_t*>(out + r * row_len + kperm_index(c + 2 * j)) = w[j];
+    for (int j = 0; j < 4; ++j) *reinterpret_cast<uint32_t*>(o + 8 * j) = w[j];
     return;
   }
   uint16_t* o = out + r * s.K + c;
