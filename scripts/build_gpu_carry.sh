@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the GPU binaries on this machine (sm_90a only, static cudart) and puts them in
 # .carry/bin, the git-ignored folder that travels to the GPU machine with `carry`.
-#   PACK=NAME   also writes .carry/NAME/{tests,cli}.xz: stripped and compressed (python's lzma;
-#               device_lib.sh's unxz unpacks them there). A call carries at most 64 MiB with
-#               the working tree and its .git (~40 MiB of it in v82), so name single .xz files.
-#   BOTH=1      with PACK: .carry/NAME/both.xz instead, both binaries in one stream (they share
-#               the library's code, so ~12.6 MB where the two files take ~23.6) and both.len,
-#               the test binary's length (device_lib.sh's unxz_both splits them there)
+#   PACK=NAME   also writes .carry/NAME/{tests,cli}.xz, stripped and compressed
+#               (scripts/pack_carry.py; device_lib.sh's unxz unpacks them there). A call carries
+#               at most 64 MiB with the working tree and its .git (~40 MiB of it in v82), so
+#               name single .xz files.
+#   BOTH=1      with PACK: .carry/NAME/both.{xz,len} instead, both binaries in one stream
+#               (pack_carry.py --both; device_lib.sh's unxz_both splits them there)
 #   BUILD=DIR   the build folder (build-carry)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,19 +18,7 @@ cp "$build/fp4moe_tests" "$build/fp4moe" .carry/bin/
 strip .carry/bin/* 2>/dev/null || true
 du -sh .carry/bin/*
 if [ -n "${PACK:-}" ]; then
-  mkdir -p ".carry/$PACK"
-  python3 - ".carry/$PACK" <<'PY'
-import lzma, os, sys
-if os.environ.get("BOTH") == "1":
-    t, c = (open(f".carry/bin/{src}", "rb").read() for src in ("fp4moe_tests", "fp4moe"))
-    open(f"{sys.argv[1]}/both.len", "w").write(f"{len(t)} {len(c)}\n")
-    with lzma.open(f"{sys.argv[1]}/both.xz", "wb", preset=9) as o:
-        o.write(t + c)
-else:
-    for src, name in (("fp4moe_tests", "tests"), ("fp4moe", "cli")):
-        with open(f".carry/bin/{src}", "rb") as f, lzma.open(f"{sys.argv[1]}/{name}.xz", "wb", preset=6) as o:
-            o.write(f.read())
-PY
+  python3 scripts/pack_carry.py .carry/bin ".carry/$PACK" $([ "${BOTH:-}" = 1 ] && echo --both)
   du -sh ".carry/$PACK"/*
 fi
 # headers the Python build on the GPU machine needs and cannot install there

@@ -5,6 +5,7 @@ variant before the next variant, ab_rounds_by_point every variant of one spec be
 spec. The expected orders are built here from the variants and specs, not taken from the script.
 """
 import pathlib
+import random
 import shutil
 import subprocess
 
@@ -278,3 +279,42 @@ def test_staging_branch_checks_runs_check_points_then_memcheck_over_the_filter_b
     assert len(memcheck) == 3 and memcheck == racecheck
     job_lines = [line for line in result.stdout.splitlines() if "rc=0" in line]
     assert len(job_lines) == 7 and any(line.startswith("memcheck staging rc=0") for line in job_lines)
+
+
+PACK = LIB.parent / "pack_carry.py"
+
+
+@pytest.mark.parametrize("sizes", [(0, 7), (1, 0), (3001, 4099), (65536, 65537)])
+def test_pack_both_and_unxz_both_give_back_each_binary_bit_for_bit(tmp_path, sizes):
+    # Random bytes (incompressible, so the stream's split point is not guessable from it), the CLI
+    # sharing a prefix with the test binary as the real ones share the library.
+    rng = random.Random(sum(sizes))
+    tests = rng.randbytes(sizes[0])
+    cli = tests[: sizes[1] // 2] + rng.randbytes(sizes[1] - sizes[1] // 2)
+    bins = tmp_path / "bins"
+    bins.mkdir()
+    (bins / "fp4moe_tests").write_bytes(tests)
+    (bins / "fp4moe").write_bytes(cli)
+    packed = tmp_path / ".carry" / "pk"
+    subprocess.run(["python3", str(PACK), str(bins), str(packed), "--both"], check=True)
+    assert sorted(p.name for p in packed.iterdir()) == ["both.len", "both.xz"]
+    result = source_lib(tmp_path, "unxz_both .carry/pk new", tmp_path, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    out_tests, out_cli = tmp_path / ".carry/bin/fp4moe_tests", tmp_path / ".carry/bin/fp4moe_new"
+    assert out_tests.read_bytes() == tests
+    assert out_cli.read_bytes() == cli
+    assert out_tests.stat().st_mode & 0o111 and out_cli.stat().st_mode & 0o111
+
+
+def test_pack_without_both_writes_one_file_each_that_unxz_gives_back(tmp_path):
+    bins = tmp_path / "bins"
+    bins.mkdir()
+    (bins / "fp4moe_tests").write_bytes(b"tests" * 1000)
+    (bins / "fp4moe").write_bytes(b"cli" * 999)
+    subprocess.run(["python3", str(PACK), str(bins), str(tmp_path / "pk")], check=True)
+    assert sorted(p.name for p in (tmp_path / "pk").iterdir()) == ["cli.xz", "tests.xz"]
+    body = "unxz pk/tests.xz t.bin && unxz pk/cli.xz c.bin"
+    result = source_lib(tmp_path, body, tmp_path, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "t.bin").read_bytes() == b"tests" * 1000
+    assert (tmp_path / "c.bin").read_bytes() == b"cli" * 999
