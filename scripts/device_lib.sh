@@ -322,7 +322,9 @@ sanitize_job() {
 }
 # sanitize_parallel CALL_S: memcheck and racecheck over the fast path's tile tests, the decode
 # kernels with the one-kernel layer, and rsws_sanitize_cases, six sanitize_jobs at once; waits
-# for them (and for jobs the caller started before) and prints every job's line.
+# for them (and for jobs the caller started before), then gathers every job's line into
+# $OUT/sanitize-lines.txt and its log into $OUT/sanitize.tgz (a call returns at most 8 files)
+# and prints the lines.
 sanitize_parallel() {
   local tool decode='CudaGemmDecodeSplitCounts/*:CudaLayer.OneKernel*:CudaLayer.OneToken*'
   for tool in memcheck racecheck; do
@@ -331,7 +333,12 @@ sanitize_parallel() {
     sanitize_job $tool rsws "$rsws_sanitize_cases" "$1" &
   done
   wait
-  cat "$OUT"/*.line
+  (
+    cd "$OUT" && shopt -s nullglob && local logs=(memcheck-*.txt racecheck-*.txt) &&
+      cat ./*.line > sanitize-lines.txt && rm -f ./*.line &&
+      { [ ${#logs[@]} -eq 0 ] || { tar czf sanitize.tgz "${logs[@]}" && rm -f "${logs[@]}"; }; }
+  )
+  cat "$OUT/sanitize-lines.txt"
 }
 # staging_branch_checks VARIANT "SPECS" FILTER CALL_S: a W4A4 staging branch's checks before its
 # A/B and merge, with .carry/bin/fp4moe_tests and .carry/bin/fp4moe_VARIANT in place: the whole

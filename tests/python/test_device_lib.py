@@ -8,6 +8,7 @@ import pathlib
 import random
 import shutil
 import subprocess
+import tarfile
 
 import pytest
 
@@ -279,6 +280,13 @@ def test_staging_branch_checks_runs_check_points_then_memcheck_over_the_filter_b
     assert len(memcheck) == 3 and memcheck == racecheck
     job_lines = [line for line in result.stdout.splitlines() if "rc=0" in line]
     assert len(job_lines) == 7 and any(line.startswith("memcheck staging rc=0") for line in job_lines)
+    # the seven logs in one archive and the lines in one file: a call returns at most 8 files
+    with tarfile.open(out_dir / "sanitize.tgz") as archive:
+        names = sorted(archive.getnames())
+    assert len(names) == 7 and "memcheck-staging.txt" in names
+    assert all(name.startswith(("memcheck-", "racecheck-")) for name in names)
+    assert (out_dir / "sanitize-lines.txt").read_text().splitlines() == job_lines
+    assert not list(out_dir.glob("*.line")) and not list(out_dir.glob("*check-*.txt"))
 
 
 PACK = LIB.parent / "pack_carry.py"

@@ -11,5 +11,5 @@ sanitize_job memcheck staging "$staging_cases" ${CALL_S:-500} &
 sanitize_job racecheck staging "$staging_cases" ${CALL_S:-500} &
 sanitize_parallel ${CALL_S:-500}
 echo "t=$(( $(date +%s) - start ))"
-# a call returns at most 8 files: the logs go in one archive
-cd "$OUT" && cat *.line > lines.txt && tar czf logs.tgz memcheck-*.txt racecheck-*.txt && rm -f *.line memcheck-*.txt racecheck-*.txt
+# As run in v91 this script archived the logs itself, as h100-sanitize/logs.tgz and lines.txt;
+# sanitize_parallel does that since (sanitize.tgz, sanitize-lines.txt).
