@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kThreads) bf16_rows_kernel(SrcRows s, uint16_t
 #pragma unroll
   for (int j = 0; j < 4; ++j) w[j] = uint32_t(bf16_from_f32(v[2 * j])) | (uint32_t(bf16_from_f32(v[2 * j + 1])) << 16);
   if constexpr (KPERM) {
-    uint16_t* o = out + r * row_len + kperm_index(c);  // pair j at o + 8j (c % 8 == 0: kperm_block_at)
+    uint16_t* o = out + r * row_len + kperm_index(c);  // pair j at o + 8j (c % 8 == 0: kperm_runs_hold)
 #pragma unroll
     for (int j = 0; j < 4; ++j) *reinterpret_cast<uint32_t*>(o + 8 * j) = w[j];
     return;
