@@ -21,6 +21,9 @@
 //   5 roles apart: warpgroups [0, kWG / 2) issue wgmma only (as 1), the others decode only
 //     (as 0): whether one warp's RS wgmma slows the decode of other warps on its SM
 //   6 as 5 with the wgmma SS (A from shared memory): 64- and 128-token tiles only
+//   7, 8, 9 as 2, 0, 5 with the decode through a table in shared memory (v92), the words in a
+//     byte layout (a_j's two codes in byte j); 10, 11, 12 the same on the kernels' own layout
+//     (two lookups and a PRMT per register; see lds_table_fill / lds_table_fill_stored)
 // Prints cycles per k-block per CTA (clock64 of each warpgroup's first thread, the slowest)
 // against the MMA's own: kWG x 4 x (8N / 64 x 32) cycles at 2048 bf16 FMA per cycle per SM; for
 // modes 5 and 6 the MMA warpgroups' and the decoding warpgroups' cycles apart. Then alu_probe
@@ -41,7 +44,8 @@
 // decode is all in the first group.
 //
 // Build: nvcc -O3 -std=c++17 -arch=sm_90a -I src -I include -o rs_overlap bench/probes/rs_overlap.cu
-// Run:   ./rs_overlap [iters] [alu]   (alu: the alu_probe rows alone)
+// Run:   ./rs_overlap [iters] [alu | lds]   (alu: the alu_probe rows alone; lds: modes 7-9 beside
+//        0, 2 and 5, after the table decode's check)
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -73,6 +77,117 @@ struct Layout {
   static constexpr int kSmem = kRing * kSlot + 1024;
 };
 
+// Modes 7-9 (v92): the weight decode through a table in shared memory instead of PRMT tables.
+// With a word's byte j holding register a_j's two codes (nibble 2j low, 2j + 1 high: the
+// logical word, where the kernels' memory layout is frag_word_store's), entry b of a 256-entry
+// table is the bf16x2 of b's two values, e2m1 * 2^-126 as frag_decode_word's. Each lane has its
+// own copy (bank = lane): entry b of lane l at table + 256 b + 4 l, so with the table 64
+// KiB-aligned and lane_base = table | 4 l, one PRMT (byte 1 from the word, the others from
+// lane_base) forms the address: a word is 4 PRMT + 4 LDS before the scale's 4 HMUL2, against
+// 4 PRMT + 2 LOP3 + 3 SHF. 64 KiB of shared memory, half of it unused (the rows' upper 128 bytes).
+constexpr int kLdsSmem = 200 * 1024;
+__host__ __device__ constexpr uint32_t e2m1_bf16_bits(uint32_t c) {
+  return (c & 8u) << 12 | ((c >> 1) & 3u) << 7 | (c & 1u) << 6;
+}
+__device__ __forceinline__ void lds_table_fill(uint32_t table) {
+  for (int i = threadIdx.x; i < 0x10000 / 4; i += blockDim.x) {
+    const uint32_t b = uint32_t(i) >> 6;
+    const uint32_t v = (i & 63) < 32 ? (e2m1_bf16_bits(b & 15u) | e2m1_bf16_bits(b >> 4) << 16) : 0u;
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(table + uint32_t(i) * 4u), "r"(v) : "memory");
+  }
+}
+// A table entry: a pure function of its address while the table stands (no volatile, so the
+// compiler may order the loads freely).
+__device__ __forceinline__ uint32_t lds_entry(uint32_t a) {
+  uint32_t v;
+  asm("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ void lds_decode_word(uint32_t q, uint32_t lane_base, uint32_t (&v)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[j] = lds_entry(byte_perm(q, lane_base, 0x7604u | uint32_t(j) << 4));
+}
+#if defined(FP4MOE_SM90A)  // (rs_probe's sm_90a body alone calls it)
+__device__ __forceinline__ void lds_weight_a_frag(uint32_t (&a)[4], const uint4& wq, uint32_t s, int kk,
+                                                  uint32_t lane_base) {
+  const uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
+  uint32_t v[4];
+  lds_decode_word(q, lane_base, v);
+  a[0] = ptx::mul_bf16x2_low(v[0], s);
+  a[1] = ptx::mul_bf16x2_high(v[1], s);
+  a[2] = ptx::mul_bf16x2_low(v[2], s);
+  a[3] = ptx::mul_bf16x2_high(v[3], s);
+}
+#endif
+// Modes 10-12: the same table indexed by the kernels' own layout (frag_word_store). Stored byte
+// 2i holds nibbles i and i + 4 (a_i's low value and a_(i+2)'s), byte 2i + 1 their high values,
+// each code as frag_stored_code's two 2-bit halves (bits 1-0 and 5-4 the first, 3-2 and 7-6 the
+// second). Entry b: the first code's bf16 low, the second's high; then a PRMT per register joins
+// the halves: 4 PRMT + 4 LDS + 4 PRMT before the HMUL2 (12 contended instructions a word
+// against 13), on memory as it is.
+__device__ __forceinline__ void lds_table_fill_stored(uint32_t table) {
+  for (int i = threadIdx.x; i < 0x10000 / 4; i += blockDim.x) {
+    const uint32_t b = uint32_t(i) >> 6;
+    const uint32_t first = frag_stored_code((b & 3u) | ((b >> 4) & 3u) << 2);
+    const uint32_t second = frag_stored_code(((b >> 2) & 3u) | ((b >> 6) & 3u) << 2);
+    const uint32_t v = (i & 63) < 32 ? (e2m1_bf16_bits(first) | e2m1_bf16_bits(second) << 16) : 0u;
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(table + uint32_t(i) * 4u), "r"(v) : "memory");
+  }
+}
+__device__ __forceinline__ void lds_decode_stored_word(uint32_t q, uint32_t lane_base, uint32_t (&a)[4]) {
+  uint32_t v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[j] = lds_entry(byte_perm(q, lane_base, 0x7604u | uint32_t(j) << 4));
+  a[0] = byte_perm(v[0], v[1], 0x5410u);
+  a[1] = byte_perm(v[2], v[3], 0x5410u);
+  a[2] = byte_perm(v[0], v[1], 0x7632u);
+  a[3] = byte_perm(v[2], v[3], 0x7632u);
+}
+#if defined(FP4MOE_SM90A)
+__device__ __forceinline__ void lds_stored_weight_a_frag(uint32_t (&a)[4], const uint4& wq, uint32_t s, int kk,
+                                                         uint32_t lane_base) {
+  const uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
+  uint32_t v[4];
+  lds_decode_stored_word(q, lane_base, v);
+  a[0] = ptx::mul_bf16x2_low(v[0], s);
+  a[1] = ptx::mul_bf16x2_high(v[1], s);
+  a[2] = ptx::mul_bf16x2_low(v[2], s);
+  a[3] = ptx::mul_bf16x2_high(v[3], s);
+}
+#endif
+// The table decodes of n words against frag_decode_word: registers that differ counted into
+// bad[0] (the byte layout's, against the same logical word in the kernels' layout) and bad[1]
+// (the kernels' layout's); bad[2] = 1 when the table did not fit.
+__global__ void lds_check(const uint32_t* words, int n, unsigned* bad) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const uint32_t table = (raw + 0xFFFFu) & ~0xFFFFu;
+  if (table + 0x10000u > raw + uint32_t(kLdsSmem)) {
+    if (threadIdx.x == 0) bad[2] = 1;
+    return;
+  }
+  const uint32_t lane_base = table | uint32_t((threadIdx.x % 32) * 4);
+  lds_table_fill(table);
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    uint32_t v[4], r[4];
+    lds_decode_word(words[i], lane_base, v);
+    frag_decode_word(frag_word_store(words[i]), r);
+    for (int j = 0; j < 4; ++j)
+      if (v[j] != r[j]) atomicAdd(&bad[0], 1u);
+  }
+  __syncthreads();
+  lds_table_fill_stored(table);
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    uint32_t v[4], r[4];
+    lds_decode_stored_word(words[i], lane_base, v);
+    frag_decode_word(words[i], r);
+    for (int j = 0; j < 4; ++j)
+      if (v[j] != r[j]) atomicAdd(&bad[1], 1u);
+  }
+}
+
 template <int NU, int kWG, int MODE>
 __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32_t* init, long long* cycles,
                                                         float* sink) {
@@ -91,25 +206,50 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
   ptx::fence_proxy_async_shared();
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
-  const uint32_t low = sm80::decode_table(WeightMatrix{}), mul16 = 16u, high = kFragHighTable;
+  const uint32_t low = sm80::decode_table(WeightMatrix{}), mul16 = 16u;
+  const int t = lane % 4, s_off = sm80::scale_word_offset(g, t, kScaleBytes), s_byte = sm80::scale_word_byte(t, false);
+  // Modes 7-9: the LDS table (lds_table_fill) at the first 64 KiB-aligned shared address past the
+  // ring; lane_base = its address | lane * 4, so one PRMT makes a byte's entry address.
+  constexpr bool kLds = MODE >= 7, kStored = MODE >= 10;
+  constexpr int kBase = MODE == 7 || MODE == 10 ? 2 : MODE == 8 || MODE == 11 ? 0 : MODE == 9 || MODE == 12 ? 5 : MODE;
+  uint32_t lane_base = 0;
+  if constexpr (kLds) {
+    const uint32_t table = (base + uint32_t(kRing * L::kSlot) + 0xFFFFu) & ~0xFFFFu;
+    if (table + 0x10000u > raw + uint32_t(kLdsSmem)) {  // the allocation cannot hold it: say so
+      if (threadIdx.x == 0) cycles[blockIdx.x * kWG] = -1;
+      return;
+    }
+    if constexpr (kStored)
+      lds_table_fill_stored(table);
+    else
+      lds_table_fill(table);
+    __syncthreads();
+    lane_base = table | uint32_t(lane * 4);
+  }
   float acc[1][NU][4];
   sm80::zero_acc<NU, true>(acc);
   auto slot_of = [&](int j) { return base + uint32_t((j % kRing) * L::kSlot); };
-  auto load = [&](int j, uint4& wq, uint2& ws) {
+  auto load = [&](int j, uint4& wq, uint32_t& sp) {
     const uint32_t st = slot_of(j);
     const uint32_t w = st + uint32_t(L::kBBytes + L::kABytes);
+    uint32_t ws;
     sm80::load_weight_frag(w + uint32_t(warp * kWordsBytes), w + uint32_t(L::kWarps * kWordsBytes + warp * kScaleBytes),
-                           lane, g, kScaleBytes,
-                           false, wq, ws);
+                           lane, s_off, wq, ws);
+    sp = sm80::scale_rows_bf16x2(ws, s_byte, false, mul16);
   };
-  auto decode_step = [&](uint32_t (&a)[4], const uint4& wq, const uint2& ws, int kk) {
-    sm80::weight_a_frag(a, wq, ws, kk, false, low, mul16, high);
+  auto decode_step = [&](uint32_t (&a)[4], const uint4& wq, uint32_t sp, int kk) {
+    if constexpr (kStored)
+      lds_stored_weight_a_frag(a, wq, sp, kk, lane_base);
+    else if constexpr (kLds)
+      lds_weight_a_frag(a, wq, sp, kk, lane_base);
+    else
+      sm80::weight_a_frag(a, wq, sp, kk, low);
 #pragma unroll
     for (int r = 0; r < 4; ++r) ptx::reg_fence(a[r]);
   };
   auto decode = [&](uint32_t (&a)[4][4], int j) {
     uint4 wq;
-    uint2 ws;
+    uint32_t ws;
     load(j, wq, ws);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) decode_step(a[kk], wq, ws, kk);
@@ -126,9 +266,9 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
   const bool mma_role = int(threadIdx.x / 128) < kWG / 2;
   __syncthreads();
   const long long t0 = clock64();
-  if constexpr (MODE >= 5) {
+  if constexpr (kBase >= 5) {
     if (mma_role) {
-      if constexpr (MODE == 5) {
+      if constexpr (kBase == 5) {
         decode(a0, 0);
         decode(a1, 1);
       }
@@ -137,7 +277,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
         ptx::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          if constexpr (MODE == 5) {
+          if constexpr (kBase == 5) {
             ptx::wgmma_m64k16_bf16_rs<NU>(acc[0], a[kk], d + uint64_t(2 * kk));
           } else if constexpr (NU == 8 || NU == 16) {
             const uint64_t da = ptx::wgmma_desc_kmajor_sw128(slot_of(j) + uint32_t(L::kBBytes));
@@ -157,12 +297,12 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
         decode(a1, j + 1);
       }
     }
-  } else if constexpr (MODE == 0) {
+  } else if constexpr (kBase == 0) {
     for (int j = 0; j < iters; j += 2) {
       decode(a0, j);
       decode(a1, j + 1);
     }
-  } else if constexpr (MODE == 1) {
+  } else if constexpr (kBase == 1) {
     decode(a0, 0);
     decode(a1, 1);
     for (int j = 0; j < iters; j += 2) {
@@ -171,7 +311,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
       mma(a1, j + 1);
       ptx::wgmma_wait_group<1>();
     }
-  } else if constexpr (MODE == 2) {
+  } else if constexpr (kBase == 2) {
     for (int j = 0; j < iters; j += 2) {
       decode(a0, j);
       mma(a0, j);
@@ -180,7 +320,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
       mma(a1, j + 1);
       ptx::wgmma_wait_group<1>();
     }
-  } else if constexpr (MODE == 3) {
+  } else if constexpr (kBase == 3) {
     for (int j = 0; j < iters; j += 3) {
       decode(a0, j);
       mma(a0, j);
@@ -198,7 +338,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
     auto step = [&](uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4], int j) {
       const uint64_t d = desc(j);
       uint4 wq;
-      uint2 ws;
+      uint32_t ws;
       load(j + 1, wq, ws);
       ptx::wgmma_fence();
 #pragma unroll
@@ -216,7 +356,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
       step(a2, a0, j + 2);
     }
   }
-  if constexpr (MODE != 0) ptx::wgmma_wait_group<0>();
+  if constexpr (kBase != 0) ptx::wgmma_wait_group<0>();
   sm80::fence_acc(acc);
   const long long t1 = clock64();
   if (threadIdx.x % 128 == 0) cycles[blockIdx.x * kWG + threadIdx.x / 128] = t1 - t0;
@@ -225,7 +365,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
   for (int nt = 0; nt < NU; ++nt)
 #pragma unroll
     for (int c = 0; c < 4; ++c) s += acc[0][nt][c];
-  if (MODE == 0 || (MODE >= 5 && !mma_role)) {
+  if (kBase == 0 || (kBase >= 5 && !mma_role)) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -239,7 +379,9 @@ template <int NU, int kWG, int MODE>
 void run(int iters, const uint32_t* init, long long* cycles_d, float* sink, int sms) {
   using L = Layout<NU, kWG>;
   auto k = rs_probe<NU, kWG, MODE>;
-  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
+  constexpr int kBase = MODE == 7 || MODE == 10 ? 2 : MODE == 8 || MODE == 11 ? 0 : MODE == 9 || MODE == 12 ? 5 : MODE;
+  const int smem = MODE >= 7 ? kLdsSmem : L::kSmem;
+  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -248,7 +390,7 @@ void run(int iters, const uint32_t* init, long long* cycles_d, float* sink, int 
   double best_cyc = 0, mma_cyc = 0, dec_cyc = 0;
   for (int rep = 0; rep < 5; ++rep) {
     CK(cudaEventRecord(e0));
-    k<<<sms, kWG * 128, L::kSmem>>>(iters, init, cycles_d, sink);
+    k<<<sms, kWG * 128, smem>>>(iters, init, cycles_d, sink);
     CK(cudaGetLastError());
     CK(cudaEventRecord(e1));
     CK(cudaEventSynchronize(e1));
@@ -257,6 +399,12 @@ void run(int iters, const uint32_t* init, long long* cycles_d, float* sink, int 
     if (rep > 0 && ms < best) {
       best = ms;
       CK(cudaMemcpy(cyc.data(), cycles_d, cyc.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+      if (*std::min_element(cyc.begin(), cyc.end()) < 0) {
+        std::printf("| %d | %d | %d | the table does not fit the allocation |\n", NU * 8, kWG, MODE);
+        CK(cudaEventDestroy(e0));
+        CK(cudaEventDestroy(e1));
+        return;
+      }
       double slowest = 0, role[2] = {0, 0};
       for (int b = 0; b < sms; ++b) {
         long long m = 0;
@@ -271,10 +419,10 @@ void run(int iters, const uint32_t* init, long long* cycles_d, float* sink, int 
       dec_cyc = role[1];
     }
   }
-  const double mma = (MODE >= 5 ? kWG / 2 : kWG) * 4 * (NU * 8 / 64.0 * 32);
+  const double mma = (kBase >= 5 ? kWG / 2 : kWG) * 4 * (NU * 8 / 64.0 * 32);
   const double per_kb = best_cyc / iters;
   char roles[64] = "";
-  if (MODE >= 5) std::snprintf(roles, sizeof roles, "mma %.0f, decode %.0f", mma_cyc / iters, dec_cyc / iters);
+  if (kBase >= 5) std::snprintf(roles, sizeof roles, "mma %.0f, decode %.0f", mma_cyc / iters, dec_cyc / iters);
   std::printf("| %d | %d | %d | %.1f | %.0f | %.0f | %.2f | %.2f | %s |\n", NU * 8, kWG, MODE, best * 1e3, per_kb, mma,
               mma / per_kb, best_cyc / (best * 1e-3) * 1e-9, roles);
   CK(cudaEventDestroy(e0));
@@ -290,6 +438,21 @@ void run_modes(int iters, const uint32_t* init, long long* c, float* s, int sms)
   run<NU, kWG, 4>(iters, init, c, s, sms);
   if constexpr (kWG >= 2) run<NU, kWG, 5>(iters, init, c, s, sms);
   if constexpr (kWG >= 2 && (NU == 8 || NU == 16)) run<NU, kWG, 6>(iters, init, c, s, sms);
+}
+// The table decode's rows (v92) beside the PRMT decode's: decode only, both, roles apart.
+template <int NU, int kWG>
+void run_lds_modes(int iters, const uint32_t* init, long long* c, float* s, int sms) {
+  run<NU, kWG, 0>(iters, init, c, s, sms);
+  run<NU, kWG, 8>(iters, init, c, s, sms);
+  run<NU, kWG, 2>(iters, init, c, s, sms);
+  run<NU, kWG, 7>(iters, init, c, s, sms);
+  run<NU, kWG, 11>(iters, init, c, s, sms);
+  run<NU, kWG, 10>(iters, init, c, s, sms);
+  if constexpr (kWG >= 2) {
+    run<NU, kWG, 5>(iters, init, c, s, sms);
+    run<NU, kWG, 9>(iters, init, c, s, sms);
+    run<NU, kWG, 12>(iters, init, c, s, sms);
+  }
 }
 
 
@@ -471,6 +634,24 @@ int main(int argc, char** argv) {
   std::printf("| tokens | WGs | mode | us | cycles / k-block | MMA cycles | MMA share | GHz | roles (5, 6) |\n"
               "|---|---|---|---|---|---|---|---|---|\n");
   const bool alu_only = argc > 2 && std::strcmp(argv[2], "alu") == 0;  // the alu_probe rows alone
+  if (argc > 2 && std::strcmp(argv[2], "lds") == 0) {  // the table decode's check and rows alone
+    unsigned* bad = nullptr;
+    CK(cudaMalloc(&bad, 3 * sizeof(unsigned)));
+    CK(cudaMemset(bad, 0, 3 * sizeof(unsigned)));
+    CK(cudaFuncSetAttribute(lds_check, cudaFuncAttributeMaxDynamicSharedMemorySize, kLdsSmem));
+    lds_check<<<1, 256, kLdsSmem>>>(init, int(words), bad);
+    CK(cudaGetLastError());
+    unsigned hbad[3] = {0, 0, 0};
+    CK(cudaMemcpy(hbad, bad, sizeof hbad, cudaMemcpyDeviceToHost));
+    std::printf("table decodes against frag_decode_word: %u (byte layout) and %u (the kernels' layout) of %zu "
+                "registers differ%s\n", hbad[0], hbad[1], words * 4, hbad[2] ? " (the table did not fit)" : "");
+    CK(cudaFree(bad));
+    run_lds_modes<6, 4>(iters, init, cycles, sink, sms);
+    run_lds_modes<8, 4>(iters, init, cycles, sink, sms);
+    run_lds_modes<16, 2>(iters, init, cycles, sink, sms);
+    run_lds_modes<8, 2>(iters, init, cycles, sink, sms);
+    return hbad[0] == 0 && hbad[1] == 0 && hbad[2] == 0 ? 0 : 1;
+  }
   if (!alu_only) {
     run_modes<6, 4>(iters, init, cycles, sink, sms);
     run_modes<6, 2>(iters, init, cycles, sink, sms);
