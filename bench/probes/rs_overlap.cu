@@ -92,7 +92,9 @@ __host__ __device__ constexpr uint32_t e2m1_bf16_bits(uint32_t c) {
 __device__ __forceinline__ void lds_table_fill(uint32_t table) {
   for (int i = threadIdx.x; i < 0x10000 / 4; i += blockDim.x) {
     const uint32_t b = uint32_t(i) >> 6;
-    const uint32_t v = (i & 63) < 32 ? (e2m1_bf16_bits(b & 15u) | e2m1_bf16_bits(b >> 4) << 16) : 0u;
+    // The word's nibbles are stored codes (frag_stored_code: the e2m1 code's two low bits swapped).
+    const uint32_t lo = frag_stored_code(b & 15u), hi = frag_stored_code(b >> 4);
+    const uint32_t v = (i & 63) < 32 ? (e2m1_bf16_bits(lo) | e2m1_bf16_bits(hi) << 16) : 0u;
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(table + uint32_t(i) * 4u), "r"(v) : "memory");
   }
 }
