@@ -23,7 +23,7 @@
 //   6 as 5 with the wgmma SS (A from shared memory): 64- and 128-token tiles only
 //   7, 8, 9 as 2, 0, 5 with the decode through a table in shared memory (v92), the words in a
 //     byte layout (a_j's two codes in byte j); 10, 11, 12 the same on the kernels' own layout
-//     (two lookups and a PRMT per register; see lds_table_fill / lds_table_fill_stored)
+//     (two lookups and a PRMT per register; see lds_table_entry)
 // Prints cycles per k-block per CTA (clock64 of each warpgroup's first thread, the slowest)
 // against the MMA's own: kWG x 4 x (8N / 64 x 32) cycles at 2048 bf16 FMA per cycle per SM; for
 // modes 5 and 6 the MMA warpgroups' and the decoding warpgroups' cycles apart. Then alu_probe
@@ -77,24 +77,37 @@ struct Layout {
   static constexpr int kSmem = kRing * kSlot + 1024;
 };
 
-// Modes 7-9 (v92): the weight decode through a table in shared memory instead of PRMT tables.
-// With a word's byte j holding register a_j's two codes (nibble 2j low, 2j + 1 high: the
-// logical word, where the kernels' memory layout is frag_word_store's), entry b of a 256-entry
-// table is the bf16x2 of b's two values, e2m1 * 2^-126 as frag_decode_word's. Each lane has its
-// own copy (bank = lane): entry b of lane l at table + 256 b + 4 l, so with the table 64
-// KiB-aligned and lane_base = table | 4 l, one PRMT (byte 1 from the word, the others from
-// lane_base) forms the address: a word is 4 PRMT + 4 LDS before the scale's 4 HMUL2, against
-// 4 PRMT + 2 LOP3 + 3 SHF. 64 KiB of shared memory, half of it unused (the rows' upper 128 bytes).
+// Modes 7-12 (v92): the weight decode through a table in shared memory instead of PRMT tables.
+// Entry b of a 256-entry table is the bf16x2 of two e2m1 values (x 2^-126, as frag_decode_word's)
+// that byte b of a word holds. Each lane has its own copy (bank = lane): entry b of lane l at
+// table + 256 b + 4 l, so with the table 64 KiB-aligned and lane_base = table | 4 l, one PRMT
+// (byte 1 from the word, the others from lane_base) forms the address. 64 KiB of shared memory,
+// half of it unused (the rows' upper 128 bytes).
+// - Modes 7-9, the byte layout: byte j holds register a_j's two codes (nibble 2j low, 2j + 1
+//   high: the logical word, which the kernels' memory layout permutes, frag_word_store). A word
+//   is 4 PRMT + 4 LDS before the scale's 4 HMUL2, against 4 PRMT + 2 LOP3 + 3 SHF.
+// - Modes 10-12, the kernels' own layout: stored byte 2i holds nibbles i and i + 4 (a_i's low
+//   value and a_(i+2)'s), byte 2i + 1 their high values, each code as frag_stored_code's two
+//   2-bit halves (bits 1-0 and 5-4 the first, 3-2 and 7-6 the second). Entry b: the first
+//   code's bf16 low, the second's high; then a PRMT per register joins the halves: 4 PRMT +
+//   4 LDS + 4 PRMT before the HMUL2 (12 contended instructions a word against 13), on memory as
+//   it is.
 constexpr int kLdsSmem = 200 * 1024;
 __host__ __device__ constexpr uint32_t e2m1_bf16_bits(uint32_t c) {
   return (c & 8u) << 12 | ((c >> 1) & 3u) << 7 | (c & 1u) << 6;
 }
+// Entry b of either table. The words' nibbles are stored codes (frag_stored_code: the e2m1
+// code's two low bits swapped).
+template <bool kStored>
+__device__ __forceinline__ uint32_t lds_table_entry(uint32_t b) {
+  const uint32_t first = kStored ? (b & 3u) | ((b >> 4) & 3u) << 2 : b & 15u;
+  const uint32_t second = kStored ? ((b >> 2) & 3u) | ((b >> 6) & 3u) << 2 : b >> 4;
+  return e2m1_bf16_bits(frag_stored_code(first)) | e2m1_bf16_bits(frag_stored_code(second)) << 16;
+}
+template <bool kStored>
 __device__ __forceinline__ void lds_table_fill(uint32_t table) {
   for (int i = threadIdx.x; i < 0x10000 / 4; i += blockDim.x) {
-    const uint32_t b = uint32_t(i) >> 6;
-    // The word's nibbles are stored codes (frag_stored_code: the e2m1 code's two low bits swapped).
-    const uint32_t lo = frag_stored_code(b & 15u), hi = frag_stored_code(b >> 4);
-    const uint32_t v = (i & 63) < 32 ? (e2m1_bf16_bits(lo) | e2m1_bf16_bits(hi) << 16) : 0u;
+    const uint32_t v = (i & 63) < 32 ? lds_table_entry<kStored>(uint32_t(i) >> 6) : 0u;
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(table + uint32_t(i) * 4u), "r"(v) : "memory");
   }
 }
@@ -105,52 +118,31 @@ __device__ __forceinline__ uint32_t lds_entry(uint32_t a) {
   asm("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
   return v;
 }
+// The four entries of a word's bytes: a_0..a_3 (byte layout), or the halves to join (kernels'
+// layout).
 __device__ __forceinline__ void lds_decode_word(uint32_t q, uint32_t lane_base, uint32_t (&v)[4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) v[j] = lds_entry(byte_perm(q, lane_base, 0x7604u | uint32_t(j) << 4));
 }
-#if defined(FP4MOE_SM90A)  // (rs_probe's sm_90a body alone calls it)
-__device__ __forceinline__ void lds_weight_a_frag(uint32_t (&a)[4], const uint4& wq, uint32_t s, int kk,
-                                                  uint32_t lane_base) {
-  const uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
-  uint32_t v[4];
-  lds_decode_word(q, lane_base, v);
-  a[0] = ptx::mul_bf16x2_low(v[0], s);
-  a[1] = ptx::mul_bf16x2_high(v[1], s);
-  a[2] = ptx::mul_bf16x2_low(v[2], s);
-  a[3] = ptx::mul_bf16x2_high(v[3], s);
-}
-#endif
-// Modes 10-12: the same table indexed by the kernels' own layout (frag_word_store). Stored byte
-// 2i holds nibbles i and i + 4 (a_i's low value and a_(i+2)'s), byte 2i + 1 their high values,
-// each code as frag_stored_code's two 2-bit halves (bits 1-0 and 5-4 the first, 3-2 and 7-6 the
-// second). Entry b: the first code's bf16 low, the second's high; then a PRMT per register joins
-// the halves: 4 PRMT + 4 LDS + 4 PRMT before the HMUL2 (12 contended instructions a word
-// against 13), on memory as it is.
-__device__ __forceinline__ void lds_table_fill_stored(uint32_t table) {
-  for (int i = threadIdx.x; i < 0x10000 / 4; i += blockDim.x) {
-    const uint32_t b = uint32_t(i) >> 6;
-    const uint32_t first = frag_stored_code((b & 3u) | ((b >> 4) & 3u) << 2);
-    const uint32_t second = frag_stored_code(((b >> 2) & 3u) | ((b >> 6) & 3u) << 2);
-    const uint32_t v = (i & 63) < 32 ? (e2m1_bf16_bits(first) | e2m1_bf16_bits(second) << 16) : 0u;
-    asm volatile("st.shared.u32 [%0], %1;" ::"r"(table + uint32_t(i) * 4u), "r"(v) : "memory");
-  }
-}
 __device__ __forceinline__ void lds_decode_stored_word(uint32_t q, uint32_t lane_base, uint32_t (&a)[4]) {
   uint32_t v[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) v[j] = lds_entry(byte_perm(q, lane_base, 0x7604u | uint32_t(j) << 4));
+  lds_decode_word(q, lane_base, v);
   a[0] = byte_perm(v[0], v[1], 0x5410u);
   a[1] = byte_perm(v[2], v[3], 0x5410u);
   a[2] = byte_perm(v[0], v[1], 0x7632u);
   a[3] = byte_perm(v[2], v[3], 0x7632u);
 }
-#if defined(FP4MOE_SM90A)
-__device__ __forceinline__ void lds_stored_weight_a_frag(uint32_t (&a)[4], const uint4& wq, uint32_t s, int kk,
-                                                         uint32_t lane_base) {
+#if defined(FP4MOE_SM90A)  // (rs_probe's sm_90a body alone calls it)
+// weight_a_frag through the table.
+template <bool kStored>
+__device__ __forceinline__ void lds_weight_a_frag(uint32_t (&a)[4], const uint4& wq, uint32_t s, int kk,
+                                                  uint32_t lane_base) {
   const uint32_t q = kk == 0 ? wq.x : kk == 1 ? wq.y : kk == 2 ? wq.z : wq.w;
   uint32_t v[4];
-  lds_decode_stored_word(q, lane_base, v);
+  if constexpr (kStored)
+    lds_decode_stored_word(q, lane_base, v);
+  else
+    lds_decode_word(q, lane_base, v);
   a[0] = ptx::mul_bf16x2_low(v[0], s);
   a[1] = ptx::mul_bf16x2_high(v[1], s);
   a[2] = ptx::mul_bf16x2_low(v[2], s);
@@ -169,7 +161,7 @@ __global__ void lds_check(const uint32_t* words, int n, unsigned* bad) {
     return;
   }
   const uint32_t lane_base = table | uint32_t((threadIdx.x % 32) * 4);
-  lds_table_fill(table);
+  lds_table_fill<false>(table);
   __syncthreads();
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     uint32_t v[4], r[4];
@@ -179,7 +171,7 @@ __global__ void lds_check(const uint32_t* words, int n, unsigned* bad) {
       if (v[j] != r[j]) atomicAdd(&bad[0], 1u);
   }
   __syncthreads();
-  lds_table_fill_stored(table);
+  lds_table_fill<true>(table);
   __syncthreads();
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     uint32_t v[4], r[4];
@@ -210,7 +202,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
   const uint32_t low = sm80::decode_table(WeightMatrix{}), mul16 = 16u;
   const int t = lane % 4, s_off = sm80::scale_word_offset(g, t, kScaleBytes), s_byte = sm80::scale_word_byte(t, false);
-  // Modes 7-9: the LDS table (lds_table_fill) at the first 64 KiB-aligned shared address past the
+  // Modes 7-12: the LDS table (lds_table_fill) at the first 64 KiB-aligned shared address past the
   // ring; lane_base = its address | lane * 4, so one PRMT makes a byte's entry address.
   constexpr bool kLds = MODE >= 7, kStored = MODE >= 10;
   constexpr int kBase = MODE == 7 || MODE == 10 ? 2 : MODE == 8 || MODE == 11 ? 0 : MODE == 9 || MODE == 12 ? 5 : MODE;
@@ -221,10 +213,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
       if (threadIdx.x == 0) cycles[blockIdx.x * kWG] = -1;
       return;
     }
-    if constexpr (kStored)
-      lds_table_fill_stored(table);
-    else
-      lds_table_fill(table);
+    lds_table_fill<kStored>(table);
     __syncthreads();
     lane_base = table | uint32_t(lane * 4);
   }
@@ -240,10 +229,8 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
     sp = sm80::scale_rows_bf16x2(ws, s_byte, false, mul16);
   };
   auto decode_step = [&](uint32_t (&a)[4], const uint4& wq, uint32_t sp, int kk) {
-    if constexpr (kStored)
-      lds_stored_weight_a_frag(a, wq, sp, kk, lane_base);
-    else if constexpr (kLds)
-      lds_weight_a_frag(a, wq, sp, kk, lane_base);
+    if constexpr (kLds)
+      lds_weight_a_frag<kStored>(a, wq, sp, kk, lane_base);
     else
       sm80::weight_a_frag(a, wq, sp, kk, low);
 #pragma unroll
