@@ -418,30 +418,22 @@ void run(int iters, const uint32_t* init, long long* cycles_d, float* sink, int 
   CK(cudaEventDestroy(e1));
 }
 
+// run() of each mode in MODES, in that order.
+template <int NU, int kWG, int... MODES>
+void run_each(int iters, const uint32_t* init, long long* c, float* s, int sms) {
+  (run<NU, kWG, MODES>(iters, init, c, s, sms), ...);
+}
 template <int NU, int kWG>
 void run_modes(int iters, const uint32_t* init, long long* c, float* s, int sms) {
-  run<NU, kWG, 0>(iters, init, c, s, sms);
-  run<NU, kWG, 1>(iters, init, c, s, sms);
-  run<NU, kWG, 2>(iters, init, c, s, sms);
-  run<NU, kWG, 3>(iters, init, c, s, sms);
-  run<NU, kWG, 4>(iters, init, c, s, sms);
+  run_each<NU, kWG, 0, 1, 2, 3, 4>(iters, init, c, s, sms);
   if constexpr (kWG >= 2) run<NU, kWG, 5>(iters, init, c, s, sms);
   if constexpr (kWG >= 2 && (NU == 8 || NU == 16)) run<NU, kWG, 6>(iters, init, c, s, sms);
 }
 // The table decode's rows (v92) beside the PRMT decode's: decode only, both, roles apart.
 template <int NU, int kWG>
 void run_lds_modes(int iters, const uint32_t* init, long long* c, float* s, int sms) {
-  run<NU, kWG, 0>(iters, init, c, s, sms);
-  run<NU, kWG, 8>(iters, init, c, s, sms);
-  run<NU, kWG, 2>(iters, init, c, s, sms);
-  run<NU, kWG, 7>(iters, init, c, s, sms);
-  run<NU, kWG, 11>(iters, init, c, s, sms);
-  run<NU, kWG, 10>(iters, init, c, s, sms);
-  if constexpr (kWG >= 2) {
-    run<NU, kWG, 5>(iters, init, c, s, sms);
-    run<NU, kWG, 9>(iters, init, c, s, sms);
-    run<NU, kWG, 12>(iters, init, c, s, sms);
-  }
+  run_each<NU, kWG, 0, 8, 2, 7, 11, 10>(iters, init, c, s, sms);
+  if constexpr (kWG >= 2) run_each<NU, kWG, 5, 9, 12>(iters, init, c, s, sms);
 }
 
 
