@@ -44,8 +44,8 @@
 // decode is all in the first group.
 //
 // Build: nvcc -O3 -std=c++17 -arch=sm_90a -I src -I include -o rs_overlap bench/probes/rs_overlap.cu
-// Run:   ./rs_overlap [iters] [alu | lds]   (alu: the alu_probe rows alone; lds: modes 7-9 beside
-//        0, 2 and 5, after the table decode's check)
+// Run:   ./rs_overlap [iters] [alu | lds]   (alu: the alu_probe rows alone; lds: modes 7-12 beside
+//        0, 2 and 5, after the table decodes' check)
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -93,6 +93,10 @@ struct Layout {
 //   4 LDS + 4 PRMT before the HMUL2 (12 contended instructions a word against 13), on memory as
 //   it is.
 constexpr int kLdsSmem = 200 * 1024;
+// The mode whose loop a table mode runs (7 / 10 as 2, 8 / 11 as 0, 9 / 12 as 5).
+__host__ __device__ constexpr int base_mode(int mode) {
+  return mode == 7 || mode == 10 ? 2 : mode == 8 || mode == 11 ? 0 : mode == 9 || mode == 12 ? 5 : mode;
+}
 __host__ __device__ constexpr uint32_t e2m1_bf16_bits(uint32_t c) {
   return (c & 8u) << 12 | ((c >> 1) & 3u) << 7 | (c & 1u) << 6;
 }
@@ -149,9 +153,23 @@ __device__ __forceinline__ void lds_weight_a_frag(uint32_t (&a)[4], const uint4&
   a[3] = ptx::mul_bf16x2_high(v[3], s);
 }
 #endif
-// The table decodes of n words against frag_decode_word: registers that differ counted into
-// bad[0] (the byte layout's, against the same logical word in the kernels' layout) and bad[1]
-// (the kernels' layout's); bad[2] = 1 when the table did not fit.
+// The table decode of n words (its layout's table at lane_base) against frag_decode_word of the
+// same words in the kernels' layout: registers that differ counted into *bad.
+template <bool kStored>
+__device__ void lds_check_words(const uint32_t* words, int n, uint32_t lane_base, unsigned* bad) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    uint32_t v[4], r[4];
+    if constexpr (kStored)
+      lds_decode_stored_word(words[i], lane_base, v);
+    else
+      lds_decode_word(words[i], lane_base, v);
+    frag_decode_word(kStored ? words[i] : frag_word_store(words[i]), r);
+    for (int j = 0; j < 4; ++j)
+      if (v[j] != r[j]) atomicAdd(bad, 1u);
+  }
+}
+// Both tables checked in turn: bad[0] the byte layout's, bad[1] the kernels' layout's; bad[2] = 1
+// when the table did not fit.
 __global__ void lds_check(const uint32_t* words, int n, unsigned* bad) {
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
@@ -163,23 +181,11 @@ __global__ void lds_check(const uint32_t* words, int n, unsigned* bad) {
   const uint32_t lane_base = table | uint32_t((threadIdx.x % 32) * 4);
   lds_table_fill<false>(table);
   __syncthreads();
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    uint32_t v[4], r[4];
-    lds_decode_word(words[i], lane_base, v);
-    frag_decode_word(frag_word_store(words[i]), r);
-    for (int j = 0; j < 4; ++j)
-      if (v[j] != r[j]) atomicAdd(&bad[0], 1u);
-  }
+  lds_check_words<false>(words, n, lane_base, &bad[0]);
   __syncthreads();
   lds_table_fill<true>(table);
   __syncthreads();
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    uint32_t v[4], r[4];
-    lds_decode_stored_word(words[i], lane_base, v);
-    frag_decode_word(words[i], r);
-    for (int j = 0; j < 4; ++j)
-      if (v[j] != r[j]) atomicAdd(&bad[1], 1u);
-  }
+  lds_check_words<true>(words, n, lane_base, &bad[1]);
 }
 
 template <int NU, int kWG, int MODE>
@@ -205,7 +211,7 @@ __global__ void __launch_bounds__(kWG * 128, 1) rs_probe(int iters, const uint32
   // Modes 7-12: the LDS table (lds_table_fill) at the first 64 KiB-aligned shared address past the
   // ring; lane_base = its address | lane * 4, so one PRMT makes a byte's entry address.
   constexpr bool kLds = MODE >= 7, kStored = MODE >= 10;
-  constexpr int kBase = MODE == 7 || MODE == 10 ? 2 : MODE == 8 || MODE == 11 ? 0 : MODE == 9 || MODE == 12 ? 5 : MODE;
+  constexpr int kBase = base_mode(MODE);
   uint32_t lane_base = 0;
   if constexpr (kLds) {
     const uint32_t table = (base + uint32_t(kRing * L::kSlot) + 0xFFFFu) & ~0xFFFFu;
@@ -368,7 +374,7 @@ template <int NU, int kWG, int MODE>
 void run(int iters, const uint32_t* init, long long* cycles_d, float* sink, int sms) {
   using L = Layout<NU, kWG>;
   auto k = rs_probe<NU, kWG, MODE>;
-  constexpr int kBase = MODE == 7 || MODE == 10 ? 2 : MODE == 8 || MODE == 11 ? 0 : MODE == 9 || MODE == 12 ? 5 : MODE;
+  constexpr int kBase = base_mode(MODE);
   const int smem = MODE >= 7 ? kLdsSmem : L::kSmem;
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   cudaEvent_t e0, e1;
